@@ -1,0 +1,290 @@
+"""One typed config tree for every run, with presets (SAO_SPEC section 6) and dotted overrides.
+
+Load order: defaults <- preset <- YAML file <- `key.path=value` overrides. Any unknown or
+out-of-range field fails with `ConfigError`, one line naming the field and what is allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A config field is unknown, has the wrong type, or is out of range."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, use_attribute_docstrings=True
+    )
+
+
+class ModelConfig(_Section):
+    path: str | None = None
+    """Local path of an HF causal LM (+ tokenizer) to start from; None: the warm-start checkpoint."""
+    warm_start_dir: str = "checkpoints/warm_start_{env}"
+    """Where `sao sft` writes (and `sao train` looks for) the warm-start policy; `{env}` expands."""
+
+
+class EnvConfig(_Section):
+    name: str = "calc"
+    """Environment: calc, code_repair, style_stream, or reasoning_gym:<dataset>."""
+    max_turns: int = Field(4, ge=1, le=300)
+    """Agent turns before a trajectory ends with reward 0 (end reason `max_turns`)."""
+    max_tokens: int = Field(384, ge=8, le=131072)
+    """Total trajectory length in tokens before it ends with reward 0 (end reason `max_tokens`)."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """Environment-specific keyword arguments (e.g. `difficulty` for calc)."""
+
+
+class RolloutConfig(_Section):
+    concurrency: int = Field(32, ge=1, le=4096)
+    """C: trajectories kept in flight by the rollout side."""
+    group_size: int = Field(1, ge=1, le=256)
+    """Rollouts per prompt: 1 for SAO; G > 1 releases a group only when all G are done."""
+    temperature: float = Field(1.0, gt=0.0, le=10.0)
+    """Sampling temperature; recorded log-probs are of the tempered distribution."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass."""
+    max_new_tokens: int = Field(96, ge=1, le=65536)
+    """Tokens sampled per action turn at most."""
+    precision: Literal["fp32", "bf16"] = "fp32"
+    """Engine precision; bf16 against an fp32 learner is the train/inference mismatch DIS handles."""
+    max_staleness: int | None = Field(None, ge=0)
+    """Drop (and count) trajectories older than this many versions; None keeps all (DIS guards)."""
+
+
+class AlgoConfig(_Section):
+    advantage: Literal["token_gae", "step_gae", "group", "running_mean"] = "token_gae"
+    """Advantage estimator (SAO_SPEC sections 5-6)."""
+    step_value: Literal["mean", "last"] = "mean"
+    """For step_gae: a step's value is its tokens' mean value or its last token's value."""
+    policy_loss: Literal["dis", "ppo_clip"] = "dis"
+    """DIS against rollout log-probs, or PPO clip against learner-recomputed old log-probs."""
+    eps_low: float = Field(0.3, gt=0.0, lt=1.0)
+    """Lower window edge: tokens with ratio < 1 - eps_low are masked (DIS) or clipped (PPO)."""
+    eps_high: float = Field(5.0, gt=0.0, le=100.0)
+    """Upper window edge: ratio > 1 + eps_high is masked (DIS) or clipped (PPO)."""
+    gamma: float = Field(1.0, ge=0.0, le=1.0)
+    """Discount."""
+    lambda_actor: float = Field(0.95, ge=0.0, le=1.0)
+    """GAE lambda for advantages."""
+    lambda_critic: float = Field(1.0, ge=0.0, le=1.0)
+    """GAE lambda for value targets (1.0: Monte-Carlo returns)."""
+    adaptive_lambda_alpha: float | None = Field(None, gt=0.0)
+    """If set, lambda_actor = 1 - 1/(alpha * L) per trajectory (VAPO's length-adaptive lambda)."""
+    whiten_advantages: bool = False
+    """Normalise advantages over the batch's action tokens."""
+    agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
+    """Loss normaliser Z."""
+    running_mean_window: int = Field(64, ge=1)
+    """W for the running-mean baseline."""
+
+
+class OptimConfig(_Section):
+    lr: float = Field(1e-4, gt=0.0, le=1.0)
+    """Adam learning rate."""
+    weight_decay: float = Field(0.0, ge=0.0, le=1.0)
+    """AdamW weight decay."""
+    grad_clip: float = Field(1.0, gt=0.0)
+    """Global gradient-norm clip."""
+
+
+class ValuePretrainConfig(_Section):
+    num_trajectories: int = Field(256, ge=0)
+    """Trajectories sampled from the frozen initial policy (more than one batch, per the paper)."""
+    max_steps: int = Field(200, ge=0)
+    """Critic optimizer steps at most."""
+    ev_threshold: float = Field(0.5, le=1.0)
+    """Stop once explained variance on the pretraining data passes this."""
+    batch_size: int = Field(32, ge=1)
+    """Trajectories per pretraining step."""
+
+
+class CriticConfig(_Section):
+    enabled: bool = True
+    """Train a value model (False for GRPO and the running-mean baseline)."""
+    k_updates: int = Field(2, ge=1, le=64)
+    """K: critic optimizer steps per policy step, on the same batch."""
+    freeze: list[str] = Field(default_factory=lambda: ["attention"])
+    """Module-name patterns to freeze: "attention" (q/k/v/o and their norms), "none", or regexes."""
+    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=5e-4))
+    """Critic optimizer (higher learning rate than the actor's)."""
+    value_clip: float | None = Field(None, gt=0.0)
+    """PPO-style value clipping range; None disables it."""
+    pretrain: ValuePretrainConfig = Field(default_factory=ValuePretrainConfig)
+    """Value pretraining before RL."""
+
+
+class TrainConfig(_Section):
+    mode: Literal["async", "sync"] = "async"
+    """async: train on completed trajectories as they arrive; sync: generate a batch, then train."""
+    backend: Literal["local", "ray"] = "local"
+    """Where engine, learner and queue live."""
+    ray_address: str | None = None
+    """Join an existing Ray cluster; None starts a local one."""
+    batch_size: int = Field(32, ge=1, le=65536)
+    """B: trajectories per learner step."""
+    steps: int = Field(60, ge=0)
+    """Learner steps."""
+    eval_every: int = Field(20, ge=0)
+    """Held-out eval every N steps (0: only at start and end)."""
+    eval_n: int = Field(200, ge=1)
+    """Held-out tasks per eval."""
+    checkpoint_every: int = Field(20, ge=1)
+    """Checkpoint every N steps (always at the end)."""
+    seed: int = 0
+    """Seed for tasks, sampling and initialisation."""
+    out: str = "runs/{preset}"
+    """Run directory; `{preset}` and `{env}` expand."""
+
+
+class SAOConfig(_Section):
+    preset: str = "sao"
+    """Name of the preset this config started from."""
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    actor: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-4))
+    critic: CriticConfig = Field(default_factory=CriticConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SAOConfig:
+        if self.algo.advantage in ("token_gae", "step_gae") and not self.critic.enabled:
+            raise ValueError("algo.advantage: GAE needs a critic (critic.enabled=true)")
+        if self.algo.advantage == "group" and self.rollout.group_size < 2:
+            raise ValueError("rollout.group_size: group advantages need group_size >= 2")
+        if self.train.batch_size % self.rollout.group_size:
+            raise ValueError(
+                f"train.batch_size: must be a multiple of rollout.group_size "
+                f"({self.rollout.group_size}), got {self.train.batch_size}"
+            )
+        return self
+
+    def run_dir(self) -> Path:
+        """The run directory with `{preset}` and `{env}` expanded."""
+        return Path(self.train.out.format(preset=self.preset, env=_env_slug(self.env.name)))
+
+    def warm_start_dir(self) -> Path:
+        """Where this config's warm-start policy lives."""
+        return Path(self.model.warm_start_dir.format(env=_env_slug(self.env.name)))
+
+
+def _env_slug(name: str) -> str:
+    return name.replace(":", "_").replace("/", "_")
+
+
+# ---------------------------------------------------------------------------------- presets
+_CRITIC_OFF = {"critic": {"enabled": False}}
+_GROUP = {"rollout": {"group_size": 8}, "algo": {"advantage": "group"}}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "sao": {},
+    "grpo": _GROUP
+    | _CRITIC_OFF
+    | {"algo": {"advantage": "group", "policy_loss": "ppo_clip", "eps_low": 0.2, "eps_high": 0.28}},
+    "grpo_dis": _GROUP | _CRITIC_OFF,
+    "vapo_nodis": {"algo": {"policy_loss": "ppo_clip", "eps_low": 0.2, "eps_high": 0.28}},
+    "running_mean": _CRITIC_OFF | {"algo": {"advantage": "running_mean"}},
+    "sao_k1": {"critic": {"k_updates": 1}},
+    "sao_full_critic": {"critic": {"freeze": ["none"]}},
+    "sao_step_mean": {"algo": {"advantage": "step_gae", "step_value": "mean"}},
+    "sao_step_last": {"algo": {"advantage": "step_gae", "step_value": "last"}},
+}
+PRESET_DESCRIPTIONS: dict[str, str] = {
+    "sao": "1 rollout/prompt, skip-obs token GAE, critic K=2 with frozen attention, DIS",
+    "grpo": "G=8 with group barrier, group-normalised advantage, PPO clip vs recomputed old log-probs",
+    "grpo_dis": "G=8 with group barrier, group-normalised advantage, DIS vs rollout log-probs",
+    "vapo_nodis": "as sao, but PPO clip vs learner-recomputed old log-probs",
+    "running_mean": "1 rollout/prompt, R - mean(last W rewards), DIS",
+    "sao_k1": "as sao, critic K=1",
+    "sao_full_critic": "as sao, no frozen attention in the critic",
+    "sao_step_mean": "as sao, step-level GAE, step value = mean of token values",
+    "sao_step_last": "as sao, step-level GAE, step value = last token's value",
+}
+
+
+def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "options":
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = tree
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{dotted}: {key} is not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`"algo.eps_low=0.2"` -> `("algo.eps_low", 0.2)`; the value is parsed as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r}: expected key.path=value")
+    key, raw = text.split("=", 1)
+    if not key.strip():
+        raise ConfigError(f"override {text!r}: empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override {text!r}: value is not valid YAML ({err})") from None
+    return key.strip(), value
+
+
+def _one_line(err: ValidationError) -> str:
+    first = err.errors()[0]
+    extra = f" ({len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    if first["type"] == "value_error" and not first["loc"]:
+        # Cross-field checks already name their field in the message.
+        return str(first["ctx"]["error"]) + extra
+    field = ".".join(str(p) for p in first["loc"]) or "config"
+    msg = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+    return f"{field}: {msg}, got {first.get('input')!r}{extra}"
+
+
+def load_config(
+    preset: str = "sao",
+    yaml_path: str | Path | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> SAOConfig:
+    """Build a validated config: defaults <- preset <- YAML file <- dotted overrides."""
+    if preset not in PRESETS:
+        raise ConfigError(f"preset: unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
+    tree: dict[str, Any] = _deep_merge({"preset": preset}, PRESETS[preset])
+    if yaml_path is not None:
+        path = Path(yaml_path)
+        if not path.is_file():
+            raise ConfigError(f"config file: {path} does not exist")
+        try:
+            loaded = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {path}: not valid YAML ({err})") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path}: top level must be a mapping")
+        tree = _deep_merge(tree, loaded)
+    for text in overrides:
+        key, value = parse_override(text)
+        _set_dotted(tree, key, value)
+    try:
+        return SAOConfig.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_one_line(err)) from None
+
+
+def save_config(config: SAOConfig, path: str | Path) -> None:
+    """Write the resolved config as YAML (loadable again with `load_config(yaml_path=...)`)."""
+    Path(path).write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
