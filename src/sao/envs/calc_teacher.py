@@ -1,0 +1,273 @@
+"""A scripted, deliberately imperfect teacher for `calc`, whose demonstrations seed SFT.
+
+Every demonstration has one of two shapes, always the same characters in the same order:
+
+    with the tool:     <python>print(EXPR)</python><output>OUT</output><answer>OUT</answer>
+    without the tool:  <answer>GUESS</answer>
+
+`EXPR` is the task's reference expression (numbers in the order the question states them), `OUT`
+is what the real environment printed, copied verbatim into the answer. The observations come from
+`CalcEnv.step`, so the demonstrations show exactly what the policy will see during RL.
+
+Imperfection knobs, chosen so a student that imitates the teacher is often wrong and RL has room
+to teach it to always use the tool and write the code carefully:
+
+- `p_no_tool`: probability of answering at once with mental arithmetic.
+- `mental_accuracy[d]`: probability a mental answer at difficulty `d` is right; otherwise one
+  digit is wrong. A tiny student cannot do the arithmetic at all, so its no-tool answers are
+  mostly wrong whatever this says.
+- `p_slip`: probability the written code has a slip: one digit of one number, or one `+ - *`
+  operator, is wrong. The copied output, hence the answer, is then wrong.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sao.envs.base import Task
+from sao.envs.calc import CalcEnv, CalcTaskSource
+from sao.envs.calc_problems import DIFFICULTIES, evaluate_expression
+from sao.envs.text_protocol import (
+    ANSWER_CLOSE,
+    ANSWER_OPEN,
+    OUTPUT_CLOSE,
+    OUTPUT_OPEN,
+    PYTHON_CLOSE,
+    PYTHON_OPEN,
+)
+
+DEFAULT_MENTAL_ACCURACY: dict[int, float] = {1: 0.5, 2: 0.15, 3: 0.05, 4: 0.1}
+_TOKEN = re.compile(r"\d+|[-+*/()]")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One action and the observation the environment returned for it (`""` at the end)."""
+
+    action: str
+    observation: str
+
+
+@dataclass(frozen=True)
+class Demonstration:
+    """A full teacher trajectory for one task.
+
+    Attributes:
+        task: the task.
+        turns: the actions and observations, in order; the last action is the answer.
+        reward: the environment's reward for the final answer.
+        used_tool: whether the teacher ran code.
+        slipped: whether the teacher's code had a deliberate slip.
+    """
+
+    task: Task
+    turns: tuple[Turn, ...]
+    reward: float
+    used_tool: bool
+    slipped: bool
+
+    @property
+    def text(self) -> str:
+        """The whole trajectory as one string: prompt, then actions and observations."""
+        return self.task.prompt + "".join(t.action + t.observation for t in self.turns)
+
+    def segments(self) -> list[tuple[str, bool]]:
+        """`(text, is_action)` pieces in order, for masking the loss to action tokens."""
+        pieces = [(self.task.prompt, False)]
+        for turn in self.turns:
+            pieces.append((turn.action, True))
+            if turn.observation:
+                pieces.append((turn.observation, False))
+        return pieces
+
+
+def _probability(name: str, value: float) -> float:
+    if not isinstance(value, float | int) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name}: must be a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _wrong_digit(number: str, rng: random.Random) -> str:
+    """`number` with one digit changed (never a leading zero, so the result stays valid Python)."""
+    sign, digits = ("-", number[1:]) if number.startswith("-") else ("", number)
+    position = rng.randrange(len(digits))
+    low = 1 if position == 0 and len(digits) > 1 else 0
+    choices = [str(d) for d in range(low, 10) if str(d) != digits[position]]
+    return sign + digits[:position] + rng.choice(choices) + digits[position + 1 :]
+
+
+def slip_expression(expression: str, rng: random.Random) -> str:
+    """A plausible mistake in `expression`: one wrong digit or one swapped `+ - *` operator.
+
+    Numbers next to `/` and the `/` itself are left alone, so a slip never turns an exact division
+    into a long fraction. The result always differs from `expression` as text.
+    """
+    tokens = _TOKEN.findall(expression)
+    if "".join(tokens) != expression:
+        raise ValueError(
+            f"expression: only digits, + - * / and brackets allowed, got {expression!r}"
+        )
+    near_division = {i + d for i, tok in enumerate(tokens) if tok == "/" for d in (-1, 1)}
+    numbers = [i for i, t in enumerate(tokens) if t.isdigit() and i not in near_division]
+    operators = [i for i, t in enumerate(tokens) if t in "+-*"]
+    if not numbers and not operators:
+        raise ValueError(f"expression: nothing to slip in {expression!r}")
+    if operators and (not numbers or rng.random() < 0.3):
+        i = rng.choice(operators)
+        tokens[i] = rng.choice([op for op in "+-*" if op != tokens[i]])
+    else:
+        i = rng.choice(numbers)
+        tokens[i] = _wrong_digit(tokens[i], rng)
+    return "".join(tokens)
+
+
+@dataclass(frozen=True)
+class ArithmeticResult:
+    """A successful `print(...)`, shaped like `sao.tools.sandbox.SandboxResult`."""
+
+    stdout: str
+    stderr: str = ""
+    exit_code: int | None = 0
+    timed_out: bool = False
+    error: str | None = None
+
+
+def teacher_arithmetic_runner(code: str, *, timeout_s: float, memory_mb: int) -> ArithmeticResult:
+    """Answers the teacher's own `print(ARITHMETIC)` without executing any code.
+
+    The teacher writes nothing else, and its code is ours, not the model's: walking the
+    expression's syntax tree gives exactly what Python would print, thousands of times faster
+    than starting a sandboxed interpreter, which makes tens of thousands of SFT demonstrations
+    cheap. Anything that is not `print(ARITHMETIC)` raises `ValueError`.
+    """
+    if not (code.startswith("print(") and code.endswith(")")):
+        raise ValueError(f"code: the teacher only writes print(ARITHMETIC), got {code!r}")
+    return ArithmeticResult(stdout=f"{evaluate_expression(code[len('print(') : -1])}\n")
+
+
+class CalcTeacher:
+    """Writes `calc` demonstrations with controlled mistakes.
+
+    Args:
+        p_no_tool: probability of answering without the tool.
+        p_slip: probability of a slip in the written code.
+        mental_accuracy: per difficulty, probability that a no-tool answer is right.
+        env: the environment that produces observations; a default `CalcEnv` (real sandbox).
+    """
+
+    def __init__(
+        self,
+        p_no_tool: float = 0.35,
+        p_slip: float = 0.15,
+        mental_accuracy: Mapping[int, float] | None = None,
+        env: CalcEnv | None = None,
+    ) -> None:
+        self.p_no_tool = _probability("p_no_tool", p_no_tool)
+        self.p_slip = _probability("p_slip", p_slip)
+        accuracy = dict(DEFAULT_MENTAL_ACCURACY if mental_accuracy is None else mental_accuracy)
+        missing = [d for d in DIFFICULTIES if d not in accuracy]
+        if missing:
+            raise ValueError(f"mental_accuracy: missing difficulties {missing}")
+        self.mental_accuracy = {
+            d: _probability(f"mental_accuracy[{d}]", p) for d, p in accuracy.items()
+        }
+        self.env = env if env is not None else CalcEnv()
+
+    def demonstrate(self, task: Task, rng: random.Random) -> Demonstration:
+        """Play `task` through the environment and return the trajectory."""
+        expression = task.meta.get("expression")
+        difficulty = task.meta.get("difficulty")
+        if not isinstance(expression, str) or difficulty not in self.mental_accuracy:
+            raise ValueError(
+                f"task.meta: needs 'expression' (str) and 'difficulty' in "
+                f"{sorted(self.mental_accuracy)}, got {task.meta!r}"
+            )
+        self.env.reset(task)
+        turns: list[Turn] = []
+        used_tool = rng.random() >= self.p_no_tool
+        slipped = used_tool and rng.random() < self.p_slip
+        if used_tool:
+            code = slip_expression(expression, rng) if slipped else expression
+            action = f"{PYTHON_OPEN}print({code}){PYTHON_CLOSE}"
+            result = self.env.step(action)
+            turns.append(Turn(action, result.observation))
+            if result.done:
+                return Demonstration(task, tuple(turns), result.reward, used_tool, slipped)
+            answer = result.observation.removeprefix(OUTPUT_OPEN).removesuffix(OUTPUT_CLOSE)
+        elif rng.random() < self.mental_accuracy[difficulty]:
+            answer = task.answer
+        else:
+            answer = _wrong_digit(task.answer, rng)
+        action = f"{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
+        result = self.env.step(action)
+        turns.append(Turn(action, result.observation))
+        return Demonstration(task, tuple(turns), result.reward, used_tool, slipped)
+
+
+@dataclass(frozen=True)
+class DemoStats:
+    """Summary of a set of demonstrations.
+
+    Attributes:
+        count: number of demonstrations.
+        accuracy: mean reward.
+        tool_rate: share that used the tool.
+        accuracy_by_difficulty: mean reward per difficulty level.
+        mean_chars / max_chars: length of `Demonstration.text` in characters.
+    """
+
+    count: int
+    accuracy: float
+    tool_rate: float
+    accuracy_by_difficulty: dict[int, float] = field(default_factory=dict)
+    mean_chars: float = 0.0
+    max_chars: int = 0
+
+
+def summarize(demos: Sequence[Demonstration]) -> DemoStats:
+    """Accuracy, tool use and length of `demos`."""
+    if not demos:
+        raise ValueError("demos: empty")
+    by_level: dict[int, list[float]] = {}
+    for demo in demos:
+        by_level.setdefault(demo.task.meta["difficulty"], []).append(demo.reward)
+    lengths = [len(demo.text) for demo in demos]
+    return DemoStats(
+        count=len(demos),
+        accuracy=sum(d.reward for d in demos) / len(demos),
+        tool_rate=sum(d.used_tool for d in demos) / len(demos),
+        accuracy_by_difficulty={k: sum(v) / len(v) for k, v in sorted(by_level.items())},
+        mean_chars=sum(lengths) / len(lengths),
+        max_chars=max(lengths),
+    )
+
+
+def demonstrations(
+    n: int,
+    seed: int,
+    *,
+    split: str = "train",
+    difficulties: Sequence[int] = DIFFICULTIES,
+    teacher: CalcTeacher | None = None,
+) -> list[Demonstration]:
+    """`n` teacher demonstrations on `calc` tasks of `split`, deterministic in `seed`.
+
+    Args:
+        n: number of demonstrations.
+        seed: seeds both the tasks and the teacher's choices.
+        split: `"train"` (for SFT) or `"test"`.
+        difficulties: levels to draw tasks from.
+        teacher: the teacher (and, through it, the environment); by default a `CalcTeacher`
+            whose environment answers the teacher's arithmetic with `teacher_arithmetic_runner`.
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
+    source = CalcTaskSource(difficulties=difficulties)
+    tasks = source.train(n, seed) if split == "train" else source.test(n, seed)
+    if teacher is None:
+        teacher = CalcTeacher(env=CalcEnv(runner=teacher_arithmetic_runner))
+    rng = random.Random(seed * 7919 + 17)
+    return [teacher.demonstrate(task, rng) for task in tasks]
