@@ -38,7 +38,9 @@ class EnvConfig(_Section):
     max_tokens: int = Field(384, ge=8, le=131072)
     """Total trajectory length in tokens before it ends with reward 0 (end reason `max_tokens`)."""
     options: dict[str, Any] = Field(default_factory=dict)
-    """Environment-specific keyword arguments (e.g. `difficulty` for calc)."""
+    """Keyword arguments for the environment (e.g. `max_output_chars` for calc)."""
+    task_options: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the task source (e.g. `difficulties` for calc)."""
 
 
 class RolloutConfig(_Section):
@@ -55,7 +57,11 @@ class RolloutConfig(_Section):
     precision: Literal["fp32", "bf16"] = "fp32"
     """Engine precision; bf16 against an fp32 learner is the train/inference mismatch DIS handles."""
     max_staleness: int | None = Field(None, ge=0)
-    """Drop (and count) trajectories older than this many versions; None keeps all (DIS guards)."""
+    """Drop (and count) trajectories older than this many versions; None keeps all (DIS guards).
+    When set, it also bounds how far the rollout side may run ahead (0: exactly synchronous)."""
+    max_ahead: int = Field(1, ge=0, le=64)
+    """Batches the rollout side may start beyond the learner's version when max_staleness is
+    unset; bounds the queue, and with it the staleness, when the learner is the slower side."""
 
 
 class AlgoConfig(_Section):
@@ -213,7 +219,7 @@ PRESET_DESCRIPTIONS: dict[str, str] = {
 def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in update.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "options":
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and "options" not in key:
             out[key] = _deep_merge(out[key], value)
         else:
             out[key] = value
@@ -261,10 +267,14 @@ def load_config(
     yaml_path: str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
 ) -> SAOConfig:
-    """Build a validated config: defaults <- preset <- YAML file <- dotted overrides."""
+    """Build a validated config.
+
+    Order: defaults <- preset <- the environment's packaged defaults (`sao/configs/ENV.yaml`,
+    when there is one) <- YAML file <- dotted overrides.
+    """
     if preset not in PRESETS:
         raise ConfigError(f"preset: unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
-    tree: dict[str, Any] = _deep_merge({"preset": preset}, PRESETS[preset])
+    user: dict[str, Any] = {}
     if yaml_path is not None:
         path = Path(yaml_path)
         if not path.is_file():
@@ -275,14 +285,24 @@ def load_config(
             raise ConfigError(f"config file {path}: not valid YAML ({err})") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path}: top level must be a mapping")
-        tree = _deep_merge(tree, loaded)
+        user = loaded
     for text in overrides:
         key, value = parse_override(text)
-        _set_dotted(tree, key, value)
+        _set_dotted(user, key, value)
+    tree: dict[str, Any] = _deep_merge({"preset": preset}, PRESETS[preset])
+    env = user.get("env", {}).get("name", "calc") if isinstance(user.get("env"), dict) else "calc"
+    tree = _deep_merge(tree, env_defaults(str(env)))
+    tree = _deep_merge(tree, user)
     try:
         return SAOConfig.model_validate(tree)
     except ValidationError as err:
         raise ConfigError(_one_line(err)) from None
+
+
+def env_defaults(env: str) -> dict[str, Any]:
+    """The packaged config overrides for an environment family (empty when there are none)."""
+    path = Path(__file__).parent / "configs" / f"{env.split(':', 1)[0]}.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
 
 
 def save_config(config: SAOConfig, path: str | Path) -> None:

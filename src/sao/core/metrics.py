@@ -6,12 +6,15 @@ import math
 
 import torch
 
+_MIN_RETURN_VARIANCE = 1e-10
+
 
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
     """`1 - Var(R - V) / Var(R)` over masked positions (the critic's `critic/vf_explained_var`).
 
     1 is a perfect critic, 0 is no better than predicting the mean return, negative is worse.
-    Returns NaN when the returns have no variance (nothing to explain).
+    Returns NaN when the returns have no variance (nothing to explain); float32 round-off in
+    `R = A + V` leaves ~1e-20 of variance on constant returns, hence a small floor, not zero.
     """
     m = mask > 0
     if m.sum() < 2:
@@ -19,7 +22,7 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     r = returns[m].double()
     v = values[m].double()
     var_r = r.var(unbiased=False)
-    if var_r <= 0:
+    if var_r <= _MIN_RETURN_VARIANCE:
         return math.nan
     return float(1.0 - (r - v).var(unbiased=False) / var_r)
 

@@ -1,0 +1,303 @@
+"""The learner: one training step on a batch of completed trajectories.
+
+    collate -> critic values -> advantages (-> whitening) -> ONE actor update -> K critic updates
+
+`Learner.step` reads top to bottom like the algorithm (SAO_SPEC sections 3-6); the math lives in
+`sao.core`, the forward passes in `sao.models`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from sao.config import SAOConfig
+from sao.core.advantages import (
+    RunningMeanBaseline,
+    adaptive_lambda,
+    broadcast_to_tokens,
+    group_advantages,
+    step_gae,
+    token_gae,
+    whiten,
+)
+from sao.core.losses import dis_policy_loss, ppo_clip_policy_loss, value_loss
+from sao.core.metrics import explained_variance, masked_mean
+from sao.learner.optim import apply_gradients, build_optimizer, trainable_parameters
+from sao.models.critic import ValueModel, freeze_modules
+from sao.models.policy import token_logprobs_and_entropy
+from sao.trajectory import Batch, Trajectory, collate
+
+
+class Learner:
+    """Holds the policy, the optional critic, their optimizers and the weight version.
+
+    Both models run in eval mode: the learner's log-probs must be the same function of the
+    weights as the engine's (no dropout), or the DIS ratio of an unchanged policy would not be 1.
+
+    Args:
+        policy: an fp32 HF causal LM; trained in place.
+        config: the run's config (`algo`, `actor`, `critic`, `rollout.temperature` are read).
+        critic: the value model when `config.critic.enabled`; None builds one from `policy`.
+            `config.critic.freeze` is applied to it here (the frozen names are kept in
+            `frozen_critic_parameters`).
+        pad_token_id: id used to right-pad batches (masked out, never trained on).
+
+    Attributes:
+        version: the policy's weight version; 0 at start, +1 per `step`.
+        skipped_steps: optimizer steps skipped because a loss or gradient was not finite.
+    """
+
+    def __init__(
+        self,
+        policy: nn.Module,
+        config: SAOConfig,
+        critic: ValueModel | None = None,
+        pad_token_id: int = 0,
+    ) -> None:
+        _require_fp32(policy, "policy")
+        self.config = config
+        self.policy = policy.eval()
+        self.pad_token_id = pad_token_id
+        self.device = next(policy.parameters()).device
+        self.version = 0
+        self.skipped_steps = {"actor": 0, "critic": 0}
+        self.actor_optimizer = build_optimizer(trainable_parameters(policy), config.actor)
+
+        self.critic: ValueModel | None = None
+        self.critic_optimizer: torch.optim.AdamW | None = None
+        self.frozen_critic_parameters: list[str] = []
+        if config.critic.enabled:
+            critic = critic if critic is not None else ValueModel.from_policy(policy)
+            _require_fp32(critic, "critic")
+            self.critic = critic.to(self.device).eval()
+            self.frozen_critic_parameters = freeze_modules(self.critic, list(config.critic.freeze))
+            self.critic_optimizer = build_optimizer(
+                trainable_parameters(self.critic), config.critic.optim
+            )
+        elif critic is not None:
+            raise ValueError("Learner: a critic was given but config.critic.enabled is false")
+
+        self.baseline: RunningMeanBaseline | None = None
+        if config.algo.advantage == "running_mean":
+            self.baseline = RunningMeanBaseline(config.algo.running_mean_window)
+
+    def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        """Train on `trajectories` (one policy update, K critic updates); return the metrics.
+
+        Staleness is measured against the version before this step; `version` then grows by 1.
+        """
+        if not trajectories:
+            raise ValueError("Learner.step: no trajectories")
+        algo, critic_cfg = self.config.algo, self.config.critic
+        batch = self._to_device(collate(trajectories, self.pad_token_id))
+        mask = batch.action_mask
+        metrics = rollout_metrics(trajectories, batch, self.version)
+
+        # Critic values. This forward keeps its graph: it is also the first critic update's
+        # forward (the critic does not change before then), which saves one full pass.
+        critic_values = None
+        if self.critic is not None:
+            critic_values = self.critic(batch.input_ids, batch.attention_mask)
+        values = critic_values.detach() if critic_values is not None else None
+
+        advantages, returns = self._advantages(batch, trajectories, values)
+        if algo.whiten_advantages:
+            advantages = whiten(advantages, mask)
+        metrics["actor/advantage_mean"] = masked_mean(advantages, mask)
+
+        # One actor update, log-probs of the tempered distribution the engine sampled from.
+        logprobs, entropy = token_logprobs_and_entropy(
+            self.policy, batch.input_ids, batch.attention_mask, self.config.rollout.temperature
+        )
+        window = {"eps_low": algo.eps_low, "eps_high": algo.eps_high, "agg": algo.agg}
+        if algo.policy_loss == "dis":
+            pg_loss, actor_metrics = dis_policy_loss(
+                logprobs, batch.rollout_logprobs, advantages, mask, **window
+            )
+        else:
+            # PPO's old log-probs are the current weights' before this update. With one update
+            # per batch that is exactly this forward's output, so it is detached, not recomputed.
+            pg_loss, actor_metrics = ppo_clip_policy_loss(
+                logprobs, logprobs.detach(), advantages, mask, **window
+            )
+            # Clamped like the losses' ratios, so a diverged token cannot make the metric inf.
+            log_ratio = (logprobs.detach() - batch.rollout_logprobs).clamp(-20.0, 20.0)
+            rollout_ratio = torch.exp(log_ratio)
+            actor_metrics["actor/rollout_ratio_mean"] = masked_mean(rollout_ratio, mask)
+        grad_norm, applied = apply_gradients(
+            self.actor_optimizer, pg_loss, self.config.actor.grad_clip
+        )
+        self.skipped_steps["actor"] += not applied
+        metrics |= actor_metrics
+        metrics["actor/grad_norm"] = grad_norm
+        metrics["actor/entropy"] = masked_mean(entropy.detach(), mask)
+        metrics["actor/skipped_steps"] = float(self.skipped_steps["actor"])
+
+        # K critic updates on the same batch, against the same returns.
+        if self.critic is not None and critic_values is not None and returns is not None:
+            critic_steps: list[dict[str, float]] = []
+            for k in range(critic_cfg.k_updates):
+                if k > 0:
+                    critic_values = self.critic(batch.input_ids, batch.attention_mask)
+                vf_loss, vf_metrics = value_loss(
+                    critic_values, returns, mask, values, critic_cfg.value_clip, algo.agg
+                )
+                vf_metrics["critic/grad_norm"], applied = apply_gradients(
+                    self.critic_optimizer, vf_loss, critic_cfg.optim.grad_clip
+                )
+                self.skipped_steps["critic"] += not applied
+                critic_steps.append(vf_metrics)
+            # Loss, clip fraction and gradient norm: means over the K updates.
+            for key in critic_steps[0]:
+                metrics[key] = sum(m[key] for m in critic_steps) / len(critic_steps)
+            metrics["critic/vf_explained_var"] = explained_variance(values, returns, mask)
+            metrics["critic/values_mean"] = masked_mean(values, mask)
+            metrics["critic/returns_mean"] = masked_mean(returns, mask)
+            metrics["critic/skipped_steps"] = float(self.skipped_steps["critic"])
+
+        self.version += 1
+        return metrics
+
+    def _advantages(
+        self, batch: Batch, trajectories: Sequence[Trajectory], values: Tensor | None
+    ) -> tuple[Tensor, Tensor | None]:
+        """`(advantages [B, T], critic targets [B, T] or None)` for the configured estimator.
+
+        Targets use `lambda_critic`; advantages use `lambda_actor` (or the length-adaptive lambda,
+        which applies to token GAE only: step GAE's lambda is one number per batch).
+        """
+        algo, mask = self.config.algo, batch.action_mask
+        returns = None
+        if values is not None:
+            if algo.advantage == "step_gae":
+                _, returns = step_gae(
+                    batch.rewards, values, mask, algo.gamma, algo.lambda_critic, algo.step_value
+                )
+            else:
+                _, returns = token_gae(batch.rewards, values, mask, algo.gamma, algo.lambda_critic)
+
+        if algo.advantage == "token_gae":
+            lam: float | Tensor = algo.lambda_actor
+            if algo.adaptive_lambda_alpha is not None:
+                lam = adaptive_lambda(mask.sum(dim=1), algo.adaptive_lambda_alpha)
+            advantages, _ = token_gae(batch.rewards, _need(values), mask, algo.gamma, lam)
+        elif algo.advantage == "step_gae":
+            advantages, _ = step_gae(
+                batch.rewards, _need(values), mask, algo.gamma, algo.lambda_actor, algo.step_value
+            )
+        elif algo.advantage == "group":
+            group_ids = group_id_tensor(trajectories).to(batch.scores.device)
+            advantages = broadcast_to_tokens(group_advantages(batch.scores, group_ids), mask)
+        else:
+            assert self.baseline is not None
+            advantages = broadcast_to_tokens(self.baseline.advantages(batch.scores), mask)
+        return advantages, returns
+
+    def _to_device(self, batch: Batch) -> Batch:
+        moved = {f.name: getattr(batch, f.name).to(self.device) for f in dataclasses.fields(batch)}
+        return Batch(**moved)
+
+    def policy_state_dict(self) -> dict[str, Tensor]:
+        """A detached CPU copy of the policy's weights, safe to publish while training goes on."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.policy.state_dict().items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: weights, optimizers, baseline, version, skip counters.
+
+        A deep copy: a checkpoint is a snapshot, and live tensors (Adam's moments are updated in
+        place) would otherwise keep changing inside it as training goes on.
+        """
+        state = {
+            "version": self.version,
+            "skipped_steps": dict(self.skipped_steps),
+            "policy": self.policy.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "critic": self.critic.state_dict() if self.critic is not None else None,
+            "critic_optimizer": (
+                self.critic_optimizer.state_dict() if self.critic_optimizer is not None else None
+            ),
+            "baseline": self.baseline.state_dict() if self.baseline is not None else None,
+        }
+        return copy.deepcopy(state)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore from `state_dict()`; the learner must be built with the same config.
+
+        Raises:
+            ValueError: naming a missing key, or a critic / baseline the state has but this
+                learner lacks (or the reverse).
+        """
+        required = ("version", "skipped_steps", "policy", "actor_optimizer", "critic")
+        missing = [k for k in (*required, "critic_optimizer", "baseline") if k not in state]
+        if missing:
+            raise ValueError(f"Learner.load_state_dict: missing key(s) {missing}")
+        for key, mine in (("critic", self.critic), ("baseline", self.baseline)):
+            if (state[key] is None) != (mine is None):
+                have = "has" if state[key] is not None else "lacks"
+                raise ValueError(
+                    f"Learner.load_state_dict: the state {have} a {key!r} but this learner "
+                    f"{'does not' if mine is None else 'does'}"
+                )
+        self.policy.load_state_dict(state["policy"])
+        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        if self.critic is not None and self.critic_optimizer is not None:
+            self.critic.load_state_dict(state["critic"])
+            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+        if self.baseline is not None:
+            self.baseline.load_state_dict(state["baseline"])
+        self.version = int(state["version"])
+        self.skipped_steps = {k: int(v) for k, v in state["skipped_steps"].items()}
+
+
+def rollout_metrics(
+    trajectories: Sequence[Trajectory], batch: Batch, version: int
+) -> dict[str, float]:
+    """Facts about the batch itself: rewards, staleness against `version`, turns, padding."""
+    staleness = [t.staleness(version) for t in trajectories]
+    n = len(trajectories)
+    return {
+        "rollout/reward_mean": float(batch.scores.float().mean()),
+        "rollout/staleness_mean": sum(staleness) / n,
+        "rollout/staleness_max": float(max(staleness)),
+        "rollout/turns_mean": sum(len(t.turn_spans) for t in trajectories) / n,
+        "rollout/action_tokens_mean": sum(t.num_action_tokens for t in trajectories) / n,
+        "rollout/length_mean": sum(len(t) for t in trajectories) / n,
+        "perf/padding_frac": batch.padding_frac,
+    }
+
+
+def group_id_tensor(trajectories: Sequence[Trajectory]) -> Tensor:
+    """`[B]` integer group index per trajectory from `metadata["group_id"]` (any hashable id).
+
+    Raises:
+        ValueError: naming the first trajectory without a `group_id`.
+    """
+    index: dict[Hashable, int] = {}
+    out = []
+    for i, traj in enumerate(trajectories):
+        if "group_id" not in traj.metadata:
+            raise ValueError(
+                f"group advantages: trajectory {i} has no metadata['group_id'] "
+                f"(metadata keys: {sorted(traj.metadata)})"
+            )
+        out.append(index.setdefault(traj.metadata["group_id"], len(index)))
+    return torch.tensor(out, dtype=torch.long)
+
+
+def _need(values: Tensor | None) -> Tensor:
+    if values is None:
+        raise ValueError("GAE advantages need critic values (config.critic.enabled=true)")
+    return values
+
+
+def _require_fp32(model: nn.Module, what: str) -> None:
+    dtypes = {p.dtype for p in model.parameters()}
+    if dtypes != {torch.float32}:
+        names = sorted(str(d).removeprefix("torch.") for d in dtypes)
+        raise ValueError(f"Learner: the {what} must be fp32 to train, got {names}")

@@ -1,0 +1,123 @@
+"""Value pretraining (SAO_SPEC section 4, cold start): fit the critic alone before RL.
+
+The trajectories come from the frozen initial policy. The critic regresses Monte-Carlo returns
+(token GAE with lambda = 1, which needs no values) until its explained variance over the whole
+pretraining set passes `config.critic.pretrain.ev_threshold` or `max_steps` optimizer steps end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from tqdm import tqdm
+
+from sao.config import SAOConfig
+from sao.core.advantages import token_gae
+from sao.core.losses import value_loss
+from sao.core.metrics import explained_variance
+from sao.learner.optim import apply_gradients, build_optimizer
+from sao.models.critic import ValueModel
+from sao.trajectory import Trajectory, collate
+
+
+def monte_carlo_returns(trajectory: Trajectory, gamma: float) -> torch.Tensor:
+    """`[T]` discounted reward-to-go on the trajectory's action tokens (0 elsewhere)."""
+    batch = collate([trajectory])
+    _, returns = token_gae(batch.rewards, torch.zeros_like(batch.rewards), batch.action_mask, gamma)
+    return returns[0]
+
+
+def pretrain_value(
+    critic: ValueModel,
+    trajectories: Sequence[Trajectory],
+    config: SAOConfig,
+    pad_token_id: int,
+    progress: bool = True,
+) -> list[dict[str, float]]:
+    """Train `critic` on Monte-Carlo returns; return the curve, one dict per optimizer step.
+
+    Every critic parameter trains here, whatever `config.critic.freeze` says (the freeze applies
+    during RL, where `Learner` sets it). The value head starts near zero and must learn a new
+    output the language-model features were never shaped for; the attention that reads the
+    prompt is what predicts its return, so cold-start fitting uses the full model, while during
+    RL frozen attention keeps the critic stable as the policy drifts. The parameters' previous
+    `requires_grad` flags are restored on return.
+
+    Mini-batches of `config.critic.pretrain.batch_size` trajectories are drawn in shuffled epochs
+    (seeded by `config.train.seed`). The explained variance over the pretraining set uses each
+    trajectory's values from the forward pass of its latest mini-batch, so it costs no extra pass;
+    it counts only once every trajectory has been seen, and lags the weights by up to one epoch.
+
+    Returns:
+        One dict per step: `step` (1-based), `critic/vf_loss` (the mini-batch's),
+        `critic/vf_explained_var` (over the trajectories seen so far), `critic/grad_norm`.
+
+    Raises:
+        ValueError: if `trajectories` is empty.
+    """
+    if not trajectories:
+        raise ValueError("pretrain_value: no trajectories")
+    pretrain, algo = config.critic.pretrain, config.algo
+    device = next(critic.parameters()).device
+    returns = [monte_carlo_returns(t, algo.gamma).to(device) for t in trajectories]
+    masks = [torch.tensor(t.action_mask, device=device, dtype=torch.float) for t in trajectories]
+    latest_values: list[torch.Tensor | None] = [None] * len(trajectories)
+
+    was_trainable = {name: p.requires_grad for name, p in critic.named_parameters()}
+    for param in critic.parameters():
+        param.requires_grad_(True)
+    optimizer = build_optimizer(critic.parameters(), config.critic.optim)
+    generator = torch.Generator().manual_seed(config.train.seed)
+    batch_size = min(pretrain.batch_size, len(trajectories))
+    order: list[int] = []
+    curve: list[dict[str, float]] = []
+    critic.eval()
+    bar = tqdm(total=pretrain.max_steps, desc="value pretraining", disable=not progress)
+    try:
+        for step in range(1, pretrain.max_steps + 1):
+            if len(order) < batch_size:
+                order = torch.randperm(len(trajectories), generator=generator).tolist()
+            chosen, order = order[:batch_size], order[batch_size:]
+            batch = collate([trajectories[i] for i in chosen], pad_token_id)
+            values = critic(batch.input_ids.to(device), batch.attention_mask.to(device))
+            targets = torch.zeros_like(values)
+            for row, i in enumerate(chosen):
+                targets[row, : len(returns[i])] = returns[i]
+                latest_values[i] = values[row, : len(returns[i])].detach()
+            mask = batch.action_mask.to(device)
+            loss, _ = value_loss(values, targets, mask, agg=algo.agg)
+            grad_norm, _ = apply_gradients(optimizer, loss, config.critic.optim.grad_clip)
+
+            ev = _explained_variance_seen(latest_values, returns, masks)
+            loss_value = float(loss.detach())
+            curve.append(
+                {
+                    "step": float(step),
+                    "critic/vf_loss": loss_value,
+                    "critic/vf_explained_var": ev,
+                    "critic/grad_norm": grad_norm,
+                }
+            )
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss_value:.4f}", ev=f"{ev:.3f}")
+            all_seen = all(v is not None for v in latest_values)
+            if all_seen and math.isfinite(ev) and ev >= pretrain.ev_threshold:
+                break
+    finally:
+        bar.close()
+        for name, param in critic.named_parameters():
+            param.requires_grad_(was_trainable[name])
+    return curve
+
+
+def _explained_variance_seen(
+    values: list[torch.Tensor | None], returns: list[torch.Tensor], masks: list[torch.Tensor]
+) -> float:
+    seen = [(v, r, m) for v, r, m in zip(values, returns, masks, strict=True) if v is not None]
+    return explained_variance(
+        torch.cat([v for v, _, _ in seen]),
+        torch.cat([r for _, r, _ in seen]),
+        torch.cat([m for _, _, m in seen]),
+    )

@@ -1,0 +1,23 @@
+"""Model and tokenizer factory: the tiny Qwen3-MoE policy, any HF causal LM from disk, log-probs."""
+
+from sao.models.policy import (
+    build_tiny_policy,
+    load_policy,
+    logprobs_from_logits,
+    save_policy,
+    tiny_policy_config,
+    token_logprobs,
+    token_logprobs_and_entropy,
+)
+from sao.models.tokenizer import build_tokenizer
+
+__all__ = [
+    "build_tiny_policy",
+    "build_tokenizer",
+    "load_policy",
+    "logprobs_from_logits",
+    "save_policy",
+    "tiny_policy_config",
+    "token_logprobs",
+    "token_logprobs_and_entropy",
+]

@@ -1,0 +1,233 @@
+"""The agent loop: many multi-turn episodes driven through one engine at once.
+
+Each episode alternates: the engine samples an action (stopping at one of the environment's
+closing tags or EOS) -> the environment steps on the action text -> its observation is appended as
+inserted tokens (mask 0) -> the episode is resubmitted with the longer context. When the
+environment says done (or a budget runs out) the episode becomes a validated `Trajectory`.
+
+Nothing an environment does can stop the loop: an exception in `reset` or `step` ends that episode
+with reward 0 and `end_reason = "env_error"` (the message kept in its metadata) and is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+from sao.envs.base import END_MAX_TOKENS, Environment, Task
+from sao.rollout.engine import Completion, RolloutEngine, SamplingParams
+from sao.trajectory import Trajectory
+
+log = logging.getLogger(__name__)
+
+END_ENV_ERROR = "env_error"
+END_EOS = "eos"
+
+
+@dataclass
+class Episode:
+    """The growing state of one in-flight trajectory."""
+
+    episode_id: str
+    task: Task
+    env: Environment
+    metadata: dict[str, Any]
+    token_ids: list[int] = field(default_factory=list)
+    action_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    tool_calls: int = 0
+    format_errors: int = 0
+    started_at: float = field(default_factory=time.time)
+
+    def append_inserted(self, ids: list[int]) -> None:
+        self.token_ids += ids
+        self.action_mask += [0] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+        self.versions += [-1] * len(ids)
+
+    def append_action(self, completion: Completion) -> None:
+        start = len(self.token_ids)
+        self.token_ids += completion.token_ids
+        self.action_mask += [1] * len(completion.token_ids)
+        self.logprobs += completion.logprobs
+        self.versions += completion.versions
+        self.turn_spans.append((start, len(self.token_ids)))
+
+
+class AgentLoop:
+    """Keeps episodes in flight on `engine` and returns each trajectory the moment it completes.
+
+    Args:
+        engine: the rollout engine (shared by all episodes).
+        tokenizer: the policy's tokenizer; tool tags must be single tokens.
+        env_factory: makes a fresh environment for each episode.
+        sampling: temperature / top-p / max new tokens per action turn.
+        max_tokens: total trajectory length at which an episode ends with reward 0.
+        env_name: recorded in each trajectory's metadata.
+    """
+
+    def __init__(
+        self,
+        engine: RolloutEngine,
+        tokenizer: PreTrainedTokenizerBase,
+        env_factory: Callable[[], Environment],
+        sampling: SamplingParams,
+        max_tokens: int,
+        env_name: str = "",
+    ) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.env_factory = env_factory
+        self.sampling = sampling
+        self.max_tokens = max_tokens
+        self.env_name = env_name
+        self._episodes: dict[str, Episode] = {}
+        self._finished: list[Trajectory] = []
+        self._stop_ids_cache: dict[tuple[str, ...], list[int]] = {}
+        self.env_errors = 0
+        # Episodes that failed before sampling anything: no trajectory, but callers must know.
+        self.dropped: list[dict[str, Any]] = []
+
+    @property
+    def num_in_flight(self) -> int:
+        return len(self._episodes)
+
+    def start(self, episode_id: str, task: Task, metadata: dict[str, Any] | None = None) -> None:
+        """Begin an episode for `task`; `metadata` (e.g. group id, index) rides along."""
+        if episode_id in self._episodes:
+            raise ValueError(f"AgentLoop.start: episode_id {episode_id!r} is already in flight")
+        meta = {"task_id": task.task_id, "env": self.env_name, **(metadata or {})}
+        try:
+            env = self.env_factory()
+            prompt = env.reset(task)
+        except Exception as err:  # an environment bug must not take the rollout side down
+            self._env_failed(episode_id, meta, err, stage="reset")
+            return
+        episode = Episode(episode_id, task, env, meta)
+        ids = self.tokenizer.encode(prompt, add_special_tokens=False)
+        if self.tokenizer.bos_token_id is not None:
+            ids = [self.tokenizer.bos_token_id, *ids]
+        episode.append_inserted(ids)
+        self._episodes[episode_id] = episode
+        self._submit(episode)
+
+    def step(self) -> list[Trajectory]:
+        """One engine decode step; returns the trajectories completed by it (or by failures)."""
+        for completion in self.engine.step():
+            episode = self._episodes.get(completion.request_id)
+            if episode is not None:
+                self._on_action(episode, completion)
+        done, self._finished = self._finished, []
+        return done
+
+    def run(self, tasks: list[tuple[str, Task, dict[str, Any]]]) -> list[Trajectory]:
+        """Run the given episodes to completion (all in flight at once); return in completion order."""
+        for episode_id, task, meta in tasks:
+            self.start(episode_id, task, meta)
+        out: list[Trajectory] = []
+        while self._episodes or self._finished:
+            out += self.step()
+        return out
+
+    # ------------------------------------------------------------------ internals
+    def _stop_ids(self, env: Environment) -> list[int]:
+        key = tuple(env.stop_tags)
+        if key not in self._stop_ids_cache:
+            ids = [self.tokenizer.convert_tokens_to_ids(tag) for tag in key]
+            unknown = [
+                tag
+                for tag, i in zip(key, ids, strict=True)
+                if i == self.tokenizer.unk_token_id or i is None
+            ]
+            if unknown:
+                raise ValueError(f"stop_tags: {unknown} are not single tokens of the tokenizer")
+            self._stop_ids_cache[key] = ids
+        return self._stop_ids_cache[key]
+
+    def _submit(self, episode: Episode) -> None:
+        room = self.max_tokens - len(episode.token_ids)
+        if room <= 0:
+            self._finish(episode, reward=0.0, end_reason=END_MAX_TOKENS)
+            return
+        params = SamplingParams(
+            temperature=self.sampling.temperature,
+            top_p=self.sampling.top_p,
+            max_new_tokens=min(self.sampling.max_new_tokens, room),
+        )
+        self.engine.submit(
+            episode.episode_id, episode.token_ids, params, self._stop_ids(episode.env)
+        )
+
+    def _on_action(self, episode: Episode, completion: Completion) -> None:
+        episode.append_action(completion)
+        ids = completion.token_ids
+        eos = self.tokenizer.eos_token_id
+        ended_on_eos = bool(ids) and ids[-1] == eos
+        text = self.tokenizer.decode(ids[:-1] if ended_on_eos else ids, skip_special_tokens=False)
+        try:
+            result = episode.env.step(text)
+        except Exception as err:
+            self._env_failed(
+                episode.episode_id, episode.metadata, err, stage="step", episode=episode
+            )
+            return
+        episode.tool_calls += int(bool(result.info.get("tool_called")))
+        episode.format_errors += int(bool(result.info.get("format_error")))
+        if result.done:
+            self._finish(episode, result.reward, result.info.get("end_reason", "done"))
+        elif ended_on_eos:
+            self._finish(episode, reward=0.0, end_reason=END_EOS)
+        else:
+            obs = self.tokenizer.encode(result.observation, add_special_tokens=False)
+            episode.append_inserted(obs)
+            self._submit(episode)
+
+    def _finish(self, episode: Episode, reward: float, end_reason: str) -> None:
+        self._episodes.pop(episode.episode_id, None)
+        now = time.time()
+        meta = {
+            **episode.metadata,
+            "end_reason": end_reason,
+            "turns": len(episode.turn_spans),
+            "tool_calls": episode.tool_calls,
+            "format_errors": episode.format_errors,
+            "started_at": episode.started_at,
+            "finished_at": now,
+            "duration_s": now - episode.started_at,
+        }
+        self._finished.append(
+            Trajectory(
+                token_ids=episode.token_ids,
+                action_mask=episode.action_mask,
+                rollout_logprobs=episode.logprobs,
+                policy_versions=episode.versions,
+                reward=reward,
+                turn_spans=episode.turn_spans,
+                metadata=meta,
+            )
+        )
+
+    def _env_failed(
+        self,
+        episode_id: str,
+        meta: dict[str, Any],
+        err: Exception,
+        stage: str,
+        episode: Episode | None = None,
+    ) -> None:
+        self.env_errors += 1
+        log.warning("environment %s failed in %s for %s: %r", self.env_name, stage, episode_id, err)
+        self._episodes.pop(episode_id, None)
+        if episode is None or not any(episode.action_mask):
+            # Nothing was sampled: there is no trajectory to train on, only the error to report.
+            self.dropped.append({**meta, "error": f"{type(err).__name__}: {err}"})
+            return
+        episode.metadata["error"] = f"{type(err).__name__}: {err}"
+        self._finish(episode, reward=0.0, end_reason=END_ENV_ERROR)

@@ -1,0 +1,1 @@
+"""The asynchronous runtime: scheduler, trajectory queue, weight channel, local and Ray backends."""

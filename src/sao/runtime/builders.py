@@ -1,0 +1,101 @@
+"""Build the run's parts from a config: the rollout side (engine, agent loop, scheduler) and tasks.
+
+Shared by the local backend and the Ray actors, so both run exactly the same rollout code.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from sao.config import SAOConfig
+from sao.envs.base import Environment, Task
+from sao.envs.registry import make_env, make_task_source
+from sao.rollout.agent_loop import AgentLoop
+from sao.rollout.engine import RolloutEngine, SamplingParams
+from sao.runtime.scheduler import Scheduler
+from sao.runtime.transport import TrajectoryQueue, WeightChannel
+
+
+def env_factory(config: SAOConfig) -> Callable[[], Environment]:
+    """A function making a fresh environment for one episode."""
+    options = {"max_turns": config.env.max_turns, **config.env.options}
+    make_env(config.env.name, **options)  # fail at start, not in the first episode
+    return lambda: make_env(config.env.name, **options)
+
+
+def task_stream(config: SAOConfig, start_index: int = 0) -> Iterator[Task]:
+    """The endless, deterministic stream of training prompts, from prompt `start_index` on.
+
+    With groups, prompt k serves trajectories `k*G .. k*G+G-1`, so a resumed run skips
+    `start_index // G` prompts.
+    """
+    source = make_task_source(config.env.name, **config.env.task_options)
+    stream = source.stream("train", config.train.seed)
+    return itertools.islice(stream, start_index // config.rollout.group_size, None)
+
+
+def sampling_params(config: SAOConfig) -> SamplingParams:
+    """Per-turn sampling settings of the rollout side."""
+    return SamplingParams(
+        temperature=config.rollout.temperature,
+        top_p=config.rollout.top_p,
+        max_new_tokens=config.rollout.max_new_tokens,
+    )
+
+
+def admission_ahead(config: SAOConfig) -> int:
+    """Batches the rollout side may run ahead of the learner (0 in sync mode)."""
+    if config.train.mode == "sync":
+        return 0
+    if config.rollout.max_staleness is not None:
+        return config.rollout.max_staleness
+    return config.rollout.max_ahead
+
+
+def build_scheduler(
+    config: SAOConfig,
+    policy: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    out: TrajectoryQueue,
+    weights: WeightChannel,
+    *,
+    version: int = 0,
+    start_index: int = 0,
+) -> Scheduler:
+    """Engine (its own copy of `policy`) + agent loop + scheduler for one rollout worker."""
+    engine = RolloutEngine(
+        policy,
+        tokenizer,
+        max_batch=config.rollout.concurrency,
+        precision=config.rollout.precision,
+        seed=config.train.seed + start_index,
+        version=version,
+    )
+    loop = AgentLoop(
+        engine,
+        tokenizer,
+        env_factory(config),
+        sampling_params(config),
+        max_tokens=config.env.max_tokens,
+        env_name=config.env.name,
+    )
+    return Scheduler(
+        loop,
+        task_stream(config, start_index),
+        out,
+        weights,
+        concurrency=config.rollout.concurrency,
+        batch_size=config.train.batch_size,
+        group_size=config.rollout.group_size,
+        ahead=admission_ahead(config),
+        start_index=start_index,
+    )
+
+
+def resolve_policy_path(config: SAOConfig) -> Path:
+    """`model.path` when given, else the environment's warm-start directory."""
+    return Path(config.model.path) if config.model.path else config.warm_start_dir()

@@ -1,0 +1,167 @@
+"""The local backend: rollout side and learner in one process, making progress at the same time.
+
+- `async` mode: the scheduler runs in a background thread (torch releases the GIL inside its
+  kernels, so decoding and training overlap on the machine's cores); the learner, in the caller's
+  thread, takes batches from the queue in completion order.
+- `sync` mode: no thread. `next_batch` itself drives the scheduler until one batch is complete,
+  then the learner trains while nothing generates: the baseline SAO improves on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from sao.config import SAOConfig
+from sao.learner.step import Learner
+from sao.runtime.builders import build_scheduler
+from sao.runtime.run_dir import TrajectoryLog
+from sao.runtime.transport import LocalTrajectoryQueue, LocalWeightChannel
+from sao.trajectory import Trajectory
+
+_IDLE_SLEEP_S = 0.002
+
+
+class LocalBackend:
+    """Owns the queue, the weight channel and the rollout side; the learner stays with the caller.
+
+    Args:
+        config: the run's config.
+        policy: the learner's policy (the engine copies it at start).
+        tokenizer: the policy's tokenizer.
+        version: the policy's current weight version.
+        start_index: first trajectory index (to resume a task stream).
+        log_dir: if given, every completed trajectory is appended to `log_dir/trajectories.jsonl`
+            the moment it reaches the queue (see `sao.runtime.run_dir.TrajectoryLog`).
+    """
+
+    def __init__(
+        self,
+        config: SAOConfig,
+        policy: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        version: int = 0,
+        start_index: int = 0,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.config = config
+        self._log = TrajectoryLog(log_dir) if log_dir is not None else None
+        self.queue = _ObservedQueue(self._log.append if self._log is not None else None)
+        self.weights = LocalWeightChannel(version)
+        self.scheduler = build_scheduler(
+            config,
+            policy,
+            tokenizer,
+            self.queue,
+            self.weights,
+            version=version,
+            start_index=start_index,
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._started_at = time.perf_counter()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Start generating (a background thread in async mode; nothing in sync mode)."""
+        self._started_at = time.perf_counter()
+        if self.config.train.mode == "async":
+            self._thread = threading.Thread(target=self._run, name="sao-rollout", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop the rollout thread (in-flight trajectories are abandoned, never half-queued)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self._log is not None:
+            self._log.close()
+
+    def attach_learner(self, learner: Learner) -> Learner:
+        """The learner stays in this process; returned as is."""
+        return learner
+
+    def requeue(self, trajectories: list[Trajectory]) -> None:
+        """Put completed-but-untrained trajectories (from a resumed run) first in line."""
+        self.queue.put_silently(trajectories)
+
+    # ------------------------------------------------------------------ learner side
+    def next_batch(self, n: int, timeout: float | None = None) -> list[Trajectory]:
+        """The first `n` completed trajectories (sync mode: generate them now)."""
+        if self.config.train.mode == "sync":
+            while self.queue.qsize() < n:
+                if self.scheduler.tick() == 0 and self.scheduler.loop.num_in_flight == 0:
+                    raise RuntimeError("sync rollout made no progress: nothing in flight")
+            return self.queue.get_batch(n)
+        batch: list[Trajectory] = []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while len(batch) < n:
+            self._raise_if_failed()
+            wait = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if wait <= 0:
+                break
+            batch += self.queue.get_batch(n - len(batch), timeout=wait)
+        return batch
+
+    def publish(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Hand new weights to the rollout side (applied between its decode steps)."""
+        self.weights.publish(state_dict, version)
+        if self.config.train.mode == "sync":
+            self.scheduler.poll_weights()
+
+    def rollout_stats(self) -> dict[str, Any]:
+        """Counters and the engine's idle fraction since `start`."""
+        stats = self.scheduler.stats
+        wall = max(1e-9, time.perf_counter() - self._started_at)
+        return {
+            "admitted": stats.admitted,
+            "completed": stats.completed,
+            "dropped": stats.dropped,
+            "weight_swaps": stats.weight_swaps,
+            "busy_s": stats.busy_s,
+            "engine_idle_frac": 1.0 - min(1.0, stats.busy_s / wall),
+            "next_index": self.scheduler.next_index,
+            "end_reasons": dict(stats.end_reasons),
+            "queued": self.queue.qsize(),
+            "in_flight": self.scheduler.loop.num_in_flight,
+        }
+
+    # ------------------------------------------------------------------ rollout thread
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.scheduler.tick()
+                if self.scheduler.loop.num_in_flight == 0:
+                    # Admission bound reached: the learner is behind. Wait for new weights.
+                    time.sleep(_IDLE_SLEEP_S)
+        except BaseException as err:  # surfaced to the learner thread by _raise_if_failed
+            self._error = err
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"rollout thread failed: {self._error!r}") from self._error
+
+
+class _ObservedQueue(LocalTrajectoryQueue):
+    """A local queue that reports each arrival (for the durable trajectory log)."""
+
+    def __init__(self, on_complete: Callable[[list[Trajectory]], None] | None) -> None:
+        super().__init__()
+        self._on_complete = on_complete
+
+    def put(self, items: list[Trajectory]) -> None:
+        if self._on_complete is not None:
+            self._on_complete(items)
+        super().put(items)
+
+    def put_silently(self, items: list[Trajectory]) -> None:
+        """Enqueue without reporting (the items were already logged)."""
+        super().put(items)

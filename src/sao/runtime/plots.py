@@ -1,0 +1,49 @@
+"""PNG plots of a run's metrics (reward, accuracy, explained variance, DIS masks, staleness)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+PANELS: dict[str, tuple[str, list[str]]] = {
+    "reward.png": ("training reward", ["rollout/reward_mean"]),
+    "accuracy.png": ("held-out pass@1", ["eval/accuracy"]),
+    "explained_variance.png": ("critic explained variance", ["critic/vf_explained_var"]),
+    "dis_mask.png": ("DIS masked fraction", ["actor/dis_masked_low", "actor/dis_masked_high"]),
+    "staleness.png": ("staleness (versions)", ["rollout/staleness_mean", "rollout/staleness_max"]),
+}
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
+    return [p[0] for p in points], [float(p[1]) for p in points]
+
+
+def plot_metrics(rows: list[dict[str, Any]], out_dir: Path, title: str = "") -> list[Path]:
+    """Write one PNG per panel that has data; returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for filename, (label, keys) in PANELS.items():
+        series = {key: _series(rows, key) for key in keys}
+        if not any(xs for xs, _ in series.values()):
+            continue
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for key, (xs, ys) in series.items():
+            if xs:
+                ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=key)
+        ax.set_xlabel("learner step")
+        ax.set_ylabel(label)
+        ax.set_title(f"{title} {label}".strip())
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out_dir / filename
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written

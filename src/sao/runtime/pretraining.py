@@ -1,0 +1,75 @@
+"""Value pretraining's data: trajectories sampled from the frozen initial policy.
+
+The paper stresses *more* pretraining data than usual: `critic.pretrain.num_trajectories` defaults
+to several batches' worth. The tasks come from the training split under a seed of their own, so
+they are not the first prompts of the RL stream.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from sao.config import SAOConfig
+from sao.envs.registry import make_task_source
+from sao.learner.value_pretrain import pretrain_value
+from sao.models.critic import ValueModel
+from sao.rollout.agent_loop import AgentLoop
+from sao.rollout.engine import RolloutEngine
+from sao.runtime.builders import env_factory, sampling_params
+from sao.trajectory import Trajectory
+
+_PRETRAIN_SEED_OFFSET = 7_919
+
+
+def sample_initial_trajectories(
+    config: SAOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int
+) -> list[Trajectory]:
+    """`n` trajectories of the (frozen) initial policy on training tasks."""
+    source = make_task_source(config.env.name, **config.env.task_options)
+    tasks = source.train(n, config.train.seed + _PRETRAIN_SEED_OFFSET)
+    engine = RolloutEngine(
+        policy,
+        tokenizer,
+        max_batch=config.rollout.concurrency,
+        precision=config.rollout.precision,
+        seed=config.train.seed + _PRETRAIN_SEED_OFFSET,
+    )
+    loop = AgentLoop(
+        engine,
+        tokenizer,
+        env_factory(config),
+        sampling_params(config),
+        max_tokens=config.env.max_tokens,
+        env_name=config.env.name,
+    )
+    return loop.run([(f"pretrain-{i}", task, {"index": -1 - i}) for i, task in enumerate(tasks)])
+
+
+def run_value_pretraining(
+    config: SAOConfig,
+    policy: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    critic: ValueModel,
+    progress: bool = True,
+    log_path: Path | None = None,
+) -> list[dict[str, float]]:
+    """Sample the pretraining data, then fit the critic on its Monte-Carlo returns."""
+    t0 = time.perf_counter()
+    trajectories = sample_initial_trajectories(
+        config, policy, tokenizer, config.critic.pretrain.num_trajectories
+    )
+    sampled_s = time.perf_counter() - t0
+    curve = pretrain_value(critic, trajectories, config, tokenizer.pad_token_id, progress=progress)
+    if curve:
+        last = curve[-1]
+        print(
+            f"value pretraining: {len(trajectories)} trajectories ({sampled_s:.0f}s), "
+            f"{len(curve)} steps, explained variance {last['critic/vf_explained_var']:.3f}"
+        )
+    if log_path is not None:
+        log_path.write_text("".join(json.dumps(row) + "\n" for row in curve))
+    return curve

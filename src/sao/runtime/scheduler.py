@@ -1,0 +1,172 @@
+"""The rollout side's scheduler: keeps C trajectories in flight and hands each one over on completion.
+
+One `tick()` = pick up newer weights if published -> admit new prompts into free slots -> one
+engine decode step -> route completed trajectories to the queue. With `group_size = 1` (SAO) a
+trajectory enters the queue the moment it completes. With `group_size = G` (GRPO) a prompt is
+submitted G times and its group is released only when all G are done: the barrier SAO removes.
+
+Admission is bounded so the rollout side cannot run arbitrarily far ahead of the learner: the
+k-th trajectory (0-based) may start only while `k < (engine_version + 1 + ahead) * batch_size`.
+With `ahead = 0` the engine samples exactly one batch per weight version and then waits, which is
+synchronous training; asynchronous training with `max_staleness = 0` is therefore exactly sync.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from sao.envs.base import Task
+from sao.rollout.agent_loop import AgentLoop
+from sao.runtime.transport import TrajectoryQueue, WeightChannel
+from sao.trajectory import Trajectory
+
+
+@dataclass
+class SchedulerStats:
+    """Counters the runtime reports (`perf/...`, `rollout/...`)."""
+
+    admitted: int = 0
+    completed: int = 0
+    dropped: int = 0
+    busy_s: float = 0.0
+    idle_s: float = 0.0
+    weight_swaps: int = 0
+    end_reasons: dict[str, int] = field(default_factory=dict)
+
+
+class Scheduler:
+    """Drives an `AgentLoop` from a task stream into a `TrajectoryQueue`.
+
+    Args:
+        agent_loop: the episodes' driver (owns the engine).
+        tasks: endless stream of training tasks; task k is the k-th prompt admitted.
+        out: where completed trajectories (or whole groups) go.
+        weights: polled between decode steps for newer weights.
+        concurrency: C, trajectories in flight at most.
+        batch_size: B, trajectories per learner step (for the admission bound).
+        group_size: G, rollouts per prompt (1: no group, no barrier).
+        ahead: how many batches beyond the current version may be admitted.
+        start_index: index of the first trajectory (to resume a run's task stream).
+    """
+
+    def __init__(
+        self,
+        agent_loop: AgentLoop,
+        tasks: Iterator[Task],
+        out: TrajectoryQueue,
+        weights: WeightChannel,
+        *,
+        concurrency: int,
+        batch_size: int,
+        group_size: int = 1,
+        ahead: int = 1,
+        start_index: int = 0,
+    ) -> None:
+        if concurrency < group_size:
+            raise ValueError(
+                f"rollout.concurrency ({concurrency}) must be >= rollout.group_size ({group_size})"
+            )
+        self.loop = agent_loop
+        self.tasks = tasks
+        self.out = out
+        self.weights = weights
+        self.concurrency = concurrency
+        self.batch_size = batch_size
+        self.group_size = group_size
+        self.ahead = ahead
+        self.next_index = start_index
+        self.stats = SchedulerStats()
+        self._groups: dict[int, list[Trajectory]] = {}
+        self._group_expected: dict[int, int] = {}
+
+    @property
+    def version(self) -> int:
+        return self.loop.engine.version
+
+    def admission_limit(self) -> int:
+        """Trajectories that may have started by now (see module docstring)."""
+        return (self.version + 1 + self.ahead) * self.batch_size
+
+    def poll_weights(self) -> bool:
+        """Swap in newer published weights; in-flight trajectories continue under them."""
+        if self.weights.latest_version() <= self.version:
+            return False
+        state, version = self.weights.fetch()
+        if state is None or version <= self.version:
+            return False
+        self.loop.engine.update_weights(state, version)
+        self.stats.weight_swaps += 1
+        return True
+
+    def admit(self) -> int:
+        """Start new prompts (G episodes each) while slots and the admission bound allow."""
+        started = 0
+        limit = self.admission_limit()
+        while (
+            self.loop.num_in_flight + self.group_size <= self.concurrency
+            and self.next_index + self.group_size <= limit
+        ):
+            task = next(self.tasks)
+            group_id = self.next_index // self.group_size
+            self._group_expected[group_id] = self.group_size
+            for _ in range(self.group_size):
+                index = self.next_index
+                meta = {"index": index, "group_id": group_id, "admitted_version": self.version}
+                self.loop.start(f"traj-{index}", task, meta)
+                self.next_index += 1
+                started += 1
+        self.stats.admitted += started
+        return started
+
+    def tick(self) -> int:
+        """One scheduling round; returns the number of trajectories handed to the queue."""
+        self.poll_weights()
+        self.admit()
+        if self.loop.num_in_flight == 0:
+            return 0
+        t0 = time.perf_counter()
+        completed = self.loop.step()
+        self.stats.busy_s += time.perf_counter() - t0
+        self._account_dropped()
+        return self._route(completed)
+
+    def note_idle(self, seconds: float) -> None:
+        """Record time the engine had nothing to decode (waiting on the learner)."""
+        self.stats.idle_s += seconds
+
+    # ------------------------------------------------------------------ internals
+    def _route(self, completed: list[Trajectory]) -> int:
+        handed = 0
+        for traj in completed:
+            self.stats.completed += 1
+            reason = str(traj.metadata.get("end_reason"))
+            self.stats.end_reasons[reason] = self.stats.end_reasons.get(reason, 0) + 1
+            if self.group_size == 1:
+                self.out.put([traj])
+                handed += 1
+                continue
+            group_id = int(traj.metadata["group_id"])
+            self._groups.setdefault(group_id, []).append(traj)
+            handed += self._release_if_complete(group_id)
+        return handed
+
+    def _account_dropped(self) -> None:
+        for meta in self.loop.dropped:
+            self.stats.dropped += 1
+            if self.group_size > 1:
+                group_id = int(meta["group_id"])
+                self._group_expected[group_id] -= 1
+                self._release_if_complete(group_id)
+        self.loop.dropped.clear()
+
+    def _release_if_complete(self, group_id: int) -> int:
+        members = self._groups.get(group_id, [])
+        if len(members) < self._group_expected.get(group_id, self.group_size):
+            return 0
+        self._groups.pop(group_id, None)
+        self._group_expected.pop(group_id, None)
+        if members:
+            self.out.put(members)
+        return len(members)

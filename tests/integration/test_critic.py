@@ -1,0 +1,188 @@
+"""The value model on real tiny HF models: alignment, freezing, save/load, value pretraining."""
+
+import pytest
+import torch
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
+)
+
+from sao.config import load_config
+from sao.learner import monte_carlo_returns, pretrain_value
+from sao.models.critic import ValueModel, freeze_modules
+from sao.trajectory import Trajectory
+
+VOCAB = 100
+SMALL = {"vocab_size": VOCAB, "hidden_size": 64, "num_hidden_layers": 2}
+HEADS = {"num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128}
+
+
+def moe_policy() -> Qwen3MoeForCausalLM:
+    config = Qwen3MoeConfig(
+        **SMALL, **HEADS, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64
+    )
+    torch.manual_seed(0)
+    return Qwen3MoeForCausalLM(config).float().eval()
+
+
+def qwen3_dense_policy() -> Qwen3ForCausalLM:
+    torch.manual_seed(0)
+    return Qwen3ForCausalLM(Qwen3Config(**SMALL, **HEADS, head_dim=16)).float().eval()
+
+
+def llama_policy() -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(**SMALL, **HEADS)).float().eval()
+
+
+BUILDERS = [moe_policy, qwen3_dense_policy, llama_policy]
+IDS = ["qwen3_moe", "qwen3_dense", "llama"]
+
+
+@pytest.mark.parametrize("build", BUILDERS, ids=IDS)
+def test_values_are_read_at_the_hidden_state_that_predicts_each_token(build):
+    critic = ValueModel.from_policy(build())
+    ids = torch.randint(0, VOCAB, (2, 7), generator=torch.Generator().manual_seed(0))
+    attention = torch.ones_like(ids)
+    values = critic(ids, attention)
+    hidden = critic.backbone(input_ids=ids, attention_mask=attention).last_hidden_state
+    head = critic.value_head
+    assert values[:, 0].tolist() == [0.0, 0.0]
+    for t in range(1, 7):
+        expected = hidden[:, t - 1] @ head.weight[0] + head.bias[0]
+        assert torch.allclose(values[:, t], expected, atol=1e-5)
+
+
+def test_right_padding_does_not_change_the_values_of_real_tokens():
+    critic = ValueModel.from_policy(moe_policy())
+    ids = torch.randint(1, VOCAB, (1, 6), generator=torch.Generator().manual_seed(1))
+    alone = critic(ids, torch.ones_like(ids))
+    padded_ids = torch.cat([ids, torch.zeros(1, 3, dtype=torch.long)], dim=1)
+    padded = critic(padded_ids, torch.tensor([[1] * 6 + [0] * 3]))
+    assert torch.allclose(padded[:, :6], alone, atol=1e-5)
+
+
+def test_from_policy_copies_the_backbone_and_shares_no_tensor():
+    policy = moe_policy()
+    critic = ValueModel.from_policy(policy)
+    assert torch.equal(critic.backbone.embed_tokens.weight, policy.model.embed_tokens.weight)
+    with torch.no_grad():
+        critic.backbone.embed_tokens.weight.add_(1.0)
+    assert not torch.equal(critic.backbone.embed_tokens.weight, policy.model.embed_tokens.weight)
+    # The head starts near zero: values are small before any training.
+    values = critic(torch.tensor([[1, 2, 3, 4]]), torch.ones(1, 4, dtype=torch.long))
+    assert values.abs().max() < 0.5
+
+
+def test_value_model_rejects_a_model_without_a_base_model_or_hidden_size():
+    with pytest.raises(ValueError, match="no config.hidden_size"):
+        ValueModel(torch.nn.Linear(3, 3))
+    with pytest.raises(ValueError, match="must be \\[B, T\\]"):
+        ValueModel.from_policy(moe_policy())(torch.tensor([1, 2]), torch.tensor([1, 1]))
+
+
+ATTENTION_PARTS = {
+    "qwen3_moe": ["q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm"],
+    "qwen3_dense": ["q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm"],
+    "llama": ["q_proj", "k_proj", "v_proj", "o_proj"],
+}
+
+
+@pytest.mark.parametrize(("build", "arch"), list(zip(BUILDERS, IDS, strict=True)), ids=IDS)
+def test_freeze_attention_selects_exactly_the_attention_of_every_layer(build, arch):
+    critic = ValueModel.from_policy(build())
+    frozen = freeze_modules(critic, ["attention"])
+    expected = [
+        f"backbone.layers.{layer}.self_attn.{part}.weight"
+        for layer in range(2)
+        for part in ATTENTION_PARTS[arch]
+    ]
+    assert frozen == expected
+    trainable = {n for n, p in critic.named_parameters() if p.requires_grad}
+    assert trainable == {n for n, _ in critic.named_parameters()} - set(expected)
+    # Layer norms outside attention, the MLP/MoE and the value head keep training.
+    assert "backbone.layers.0.input_layernorm.weight" in trainable
+    assert "value_head.weight" in trainable
+
+
+def test_freeze_none_regex_and_errors():
+    critic = ValueModel.from_policy(moe_policy())
+    assert freeze_modules(critic, ["none"]) == []
+    assert all(p.requires_grad for p in critic.parameters())
+    router = freeze_modules(critic, [r"mlp\.gate\.weight$"])
+    assert router == [f"backbone.layers.{i}.mlp.gate.weight" for i in range(2)]
+    with pytest.raises(ValueError, match="'no_such_module' matches no parameter"):
+        freeze_modules(critic, ["no_such_module"])
+    with pytest.raises(ValueError, match="'\\(' is not a regex"):
+        freeze_modules(critic, ["("])
+    with pytest.raises(ValueError, match="'none' cannot be combined"):
+        freeze_modules(critic, ["none", "attention"])
+
+
+@pytest.mark.parametrize("build", [moe_policy, llama_policy], ids=["qwen3_moe", "llama"])
+def test_save_and_load_give_the_same_values(build, tmp_path):
+    critic = ValueModel.from_policy(build())
+    with torch.no_grad():
+        critic.value_head.bias.fill_(0.25)
+    critic.save(tmp_path / "critic")
+    loaded = ValueModel.load(tmp_path / "critic")
+    ids = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(2))
+    attention = torch.ones_like(ids)
+    assert torch.equal(loaded(ids, attention), critic(ids, attention))
+    with pytest.raises(ValueError, match="holds no saved value model"):
+        ValueModel.load(tmp_path / "missing")
+
+
+def predictable_task(count: int) -> list[Trajectory]:
+    """The prompt's second token (10 or 11) decides the reward (1 or 0); actions are noise."""
+    gen = torch.Generator().manual_seed(3)
+    out = []
+    for i in range(count):
+        cue = 10 + i % 2
+        prompt = [1, cue, 2]
+        actions = torch.randint(20, VOCAB, (8,), generator=gen).tolist()
+        out.append(
+            Trajectory(
+                token_ids=prompt + actions,
+                action_mask=[0] * 3 + [1] * 8,
+                rollout_logprobs=[0.0] * 3 + [-1.0] * 8,
+                policy_versions=[-1] * 3 + [0] * 8,
+                reward=float(cue == 10),
+                turn_spans=((3, 11),),
+            )
+        )
+    return out
+
+
+def test_monte_carlo_returns_are_discounted_reward_to_go():
+    trajectory = predictable_task(1)[0]  # reward 1 on the last of 8 action tokens
+    returns = monte_carlo_returns(trajectory, gamma=0.5)
+    assert returns.tolist() == [0.0] * 3 + [0.5**k for k in range(7, -1, -1)]
+
+
+def test_value_pretraining_raises_explained_variance_until_the_threshold():
+    critic = ValueModel.from_policy(moe_policy())
+    freeze_modules(critic, ["attention"])
+    attention_before = critic.backbone.layers[0].self_attn.q_proj.weight.detach().clone()
+    config = load_config(
+        "sao",
+        overrides=[
+            "critic.optim.lr=3e-3",
+            "critic.pretrain.batch_size=16",
+            "critic.pretrain.max_steps=60",
+            "critic.pretrain.ev_threshold=0.8",
+        ],
+    )
+    curve = pretrain_value(critic, predictable_task(32), config, pad_token_id=0, progress=False)
+    assert [row["step"] for row in curve] == list(range(1, len(curve) + 1))
+    assert curve[0]["critic/vf_explained_var"] < 0.1
+    assert curve[-1]["critic/vf_explained_var"] >= 0.8
+    assert len(curve) < 60  # stopped at the threshold, not at the step budget
+    # The whole critic trained, attention included; the freeze is back in place afterwards.
+    assert not torch.equal(critic.backbone.layers[0].self_attn.q_proj.weight, attention_before)
+    frozen = {n for n, p in critic.named_parameters() if not p.requires_grad}
+    assert frozen and all(".self_attn." in n for n in frozen)

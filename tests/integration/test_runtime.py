@@ -1,0 +1,157 @@
+"""The runtime on the tiny model: scheduler, queue, weight swaps, sync equivalence, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from sao.config import load_config
+from sao.learner.step import Learner
+from sao.models.policy import build_tiny_policy, save_policy
+from sao.models.tokenizer import build_tokenizer
+from sao.runtime.local_backend import LocalBackend
+from sao.runtime.run_dir import read_trajectories
+from sao.runtime.train import train
+
+SMALL = [
+    "train.batch_size=4",
+    "rollout.concurrency=4",
+    "rollout.max_new_tokens=12",
+    "env.max_tokens=96",
+    "env.max_turns=2",
+    "train.eval_n=4",
+    "train.eval_every=0",
+    "critic.pretrain.num_trajectories=4",
+    "critic.pretrain.max_steps=2",
+    "critic.pretrain.batch_size=4",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_policy_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("policy")
+    tokenizer = build_tokenizer()
+    save_policy(build_tiny_policy(tokenizer, seed=0), tokenizer, path)
+    return path
+
+
+def small_config(policy_dir, *extra):
+    return load_config("sao", None, [*SMALL, f"model.path={policy_dir}", *extra])
+
+
+def run_steps(config, steps):
+    """Train `steps` learner steps through a LocalBackend; return the learner."""
+    torch.manual_seed(0)
+    tokenizer = build_tokenizer()
+    policy = build_tiny_policy(tokenizer, seed=0)
+    learner = Learner(policy, config, pad_token_id=tokenizer.pad_token_id)
+    backend = LocalBackend(config, learner.policy, tokenizer)
+    backend.start()
+    batches = []
+    try:
+        for _ in range(steps):
+            batch = backend.next_batch(config.train.batch_size, timeout=120)
+            assert len(batch) == config.train.batch_size
+            batches.append(batch)
+            learner.step(batch)
+            backend.publish(learner.policy_state_dict(), learner.version)
+    finally:
+        backend.close()
+    return learner, batches
+
+
+def test_async_with_staleness_zero_trains_exactly_like_sync(tiny_policy_dir):
+    sync_learner, sync_batches = run_steps(small_config(tiny_policy_dir, "train.mode=sync"), 2)
+    async_learner, async_batches = run_steps(
+        small_config(tiny_policy_dir, "train.mode=async", "rollout.max_staleness=0"), 2
+    )
+    for version, (a, b) in enumerate(zip(sync_batches, async_batches, strict=True)):
+        assert [t.token_ids for t in a] == [t.token_ids for t in b]
+        assert all(t.staleness(version) == 0 for t in b)
+    for (name, p), q in zip(
+        sync_learner.policy.named_parameters(), async_learner.policy.parameters(), strict=True
+    ):
+        assert torch.equal(p, q), name
+    for p, q in zip(
+        sync_learner.critic.parameters(), async_learner.critic.parameters(), strict=True
+    ):
+        assert torch.equal(p, q)
+
+
+def test_published_weights_reach_the_engine(tiny_policy_dir):
+    # max_ahead=0: batch k may only start once weights k are published, so every one of its
+    # action tokens must carry version k -- proof that the engine picked the weights up.
+    config = small_config(tiny_policy_dir, "rollout.max_ahead=0")
+    learner, batches = run_steps(config, 3)
+    for version, batch in enumerate(batches):
+        versions = {
+            v for t in batch for v, m in zip(t.policy_versions, t.action_mask, strict=True) if m
+        }
+        assert versions == {version}
+    indices = [t.metadata["index"] for batch in batches for t in batch]
+    assert len(indices) == len(set(indices)), "a trajectory was handed out twice"
+
+
+def test_grpo_releases_whole_groups_only(tiny_policy_dir):
+    config = load_config(
+        "grpo",
+        None,
+        [
+            *SMALL,
+            f"model.path={tiny_policy_dir}",
+            "rollout.group_size=4",
+            "train.batch_size=8",
+            "rollout.concurrency=8",
+        ],
+    )
+    learner, batches = run_steps(config, 1)
+    groups: dict[int, int] = {}
+    for t in batches[0]:
+        groups[t.metadata["group_id"]] = groups.get(t.metadata["group_id"], 0) + 1
+    assert sorted(groups.values()) == [4, 4]
+    prompts = {t.metadata["group_id"]: t.metadata["task_id"] for t in batches[0]}
+    assert all(t.metadata["task_id"] == prompts[t.metadata["group_id"]] for t in batches[0])
+
+
+def test_train_writes_the_run_directory_and_resumes_without_loss(tiny_policy_dir, tmp_path):
+    config = small_config(tiny_policy_dir, "train.steps=2", "train.checkpoint_every=1")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    summary = train(config, run_dir, progress=False)
+    for name in ("metrics.jsonl", "trajectories.jsonl", "summary.json", "plots/reward.png"):
+        assert (run_dir / name).exists(), name
+    assert summary["trajectories_trained"] == 8
+    assert set(summary) >= {"initial_accuracy", "final_accuracy", "wall_s"}
+    completed_first = read_trajectories(run_dir)
+
+    # Continue to step 4, as after a kill: what completed but was not trained goes first.
+    resumed = train(
+        small_config(tiny_policy_dir, "train.steps=4"), run_dir, resume=True, progress=False
+    )
+    book = json.loads((run_dir / "checkpoints" / "step_4" / "bookkeeping.json").read_text())
+    trained = book["trained_indices"]
+    assert len(trained) == len(set(trained)) == 16, "a trajectory was trained twice"
+    leftover = {t.metadata["index"] for t in completed_first} - set(trained)
+    # Only trajectories that completed after the last batch may remain untrained.
+    assert all(i > max(trained[:8]) for i in leftover)
+    assert resumed["trajectories_completed"] == len(read_trajectories(run_dir))
+    assert resumed["trajectories_completed"] == (
+        resumed["trajectories_trained"] + resumed["trajectories_untrained_in_queue"]
+    )
+
+
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_both_backends_train_end_to_end(tiny_policy_dir, tmp_path, backend):
+    config = small_config(tiny_policy_dir, "train.steps=2", f"train.backend={backend}")
+    summary = train(config, tmp_path, progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "actor/pg_loss" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    assert all(r["rollout/staleness_max"] <= 1 for r in steps)
+    assert summary["trajectories_trained"] == 8
+    logged = read_trajectories(tmp_path)
+    assert len(logged) == summary["trajectories_completed"] >= 8
+    # The learner's weights changed, so step 2's batch was scored by a different critic/policy.
+    assert steps[0]["actor/entropy"] != steps[1]["actor/entropy"]
