@@ -59,6 +59,9 @@ class RolloutConfig(_Section):
     max_staleness: int | None = Field(None, ge=0)
     """Drop (and count) trajectories older than this many versions; None keeps all (DIS guards).
     When set, it also bounds how far the rollout side may run ahead (0: exactly synchronous)."""
+    env_workers: int = Field(4, ge=0, le=256)
+    """Threads stepping environments (tool calls) off the decode path; 0 steps them inline,
+    which makes runs bit-for-bit reproducible at some cost in throughput."""
     max_ahead: int = Field(1, ge=0, le=64)
     """Batches the rollout side may start beyond the learner's version when max_staleness is
     unset; bounds the queue, and with it the staleness, when the learner is the slower side."""

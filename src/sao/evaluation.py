@@ -44,6 +44,7 @@ def evaluate(
     seed: int = 0,
     max_batch: int = 64,
     version: int = 0,
+    env_workers: int = 4,
 ) -> dict[str, Any]:
     """Sample one trajectory for each of `n` held-out tasks and score them.
 
@@ -62,8 +63,12 @@ def evaluate(
         SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens),
         max_tokens=max_tokens,
         env_name=env,
+        env_workers=env_workers,
     )
-    trajectories = loop.run([(f"eval-{i}", task, {}) for i, task in enumerate(tasks)])
+    try:
+        trajectories = loop.run([(f"eval-{i}", task, {}) for i, task in enumerate(tasks)])
+    finally:
+        loop.close()
     count = len(trajectories)
     rewards = [t.reward for t in trajectories]
     end_reasons: dict[str, int] = {}

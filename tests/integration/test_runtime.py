@@ -47,7 +47,7 @@ def run_steps(config, steps):
     tokenizer = build_tokenizer()
     policy = build_tiny_policy(tokenizer, seed=0)
     learner = Learner(policy, config, pad_token_id=tokenizer.pad_token_id)
-    backend = LocalBackend(config, learner.policy, tokenizer)
+    backend = LocalBackend.build(config, learner.policy, tokenizer)
     backend.start()
     batches = []
     try:
@@ -63,9 +63,13 @@ def run_steps(config, steps):
 
 
 def test_async_with_staleness_zero_trains_exactly_like_sync(tiny_policy_dir):
-    sync_learner, sync_batches = run_steps(small_config(tiny_policy_dir, "train.mode=sync"), 2)
+    # Inline environment steps: tool-completion order must not reshuffle decode batches.
+    exact = ("rollout.env_workers=0",)
+    sync_learner, sync_batches = run_steps(
+        small_config(tiny_policy_dir, "train.mode=sync", *exact), 2
+    )
     async_learner, async_batches = run_steps(
-        small_config(tiny_policy_dir, "train.mode=async", "rollout.max_staleness=0"), 2
+        small_config(tiny_policy_dir, "train.mode=async", "rollout.max_staleness=0", *exact), 2
     )
     for version, (a, b) in enumerate(zip(sync_batches, async_batches, strict=True)):
         assert [t.token_ids for t in a] == [t.token_ids for t in b]

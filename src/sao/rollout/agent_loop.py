@@ -5,6 +5,12 @@ closing tags or EOS) -> the environment steps on the action text -> its observat
 inserted tokens (mask 0) -> the episode is resubmitted with the longer context. When the
 environment says done (or a budget runs out) the episode becomes a validated `Trajectory`.
 
+Environment steps (tool calls in the sandbox take tens of milliseconds) run on a small thread pool
+(`env_workers`), so the engine keeps decoding the other episodes meanwhile: an episode waiting on
+its tool is simply not in the engine's batch. `env_workers=0` steps environments inline, which
+makes a run bit-for-bit reproducible (the order in which tools finish decides which sequences
+share a decode batch, and batch composition shifts floating-point results).
+
 Nothing an environment does can stop the loop: an exception in `reset` or `step` ends that episode
 with reward 0 and `end_reason = "env_error"` (the message kept in its metadata) and is logged.
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +78,7 @@ class AgentLoop:
         sampling: temperature / top-p / max new tokens per action turn.
         max_tokens: total trajectory length at which an episode ends with reward 0.
         env_name: recorded in each trajectory's metadata.
+        env_workers: threads stepping environments off the decode path (0: inline).
     """
 
     def __init__(
@@ -81,6 +89,7 @@ class AgentLoop:
         sampling: SamplingParams,
         max_tokens: int,
         env_name: str = "",
+        env_workers: int = 0,
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
@@ -92,6 +101,8 @@ class AgentLoop:
         self._finished: list[Trajectory] = []
         self._stop_ids_cache: dict[tuple[str, ...], list[int]] = {}
         self.env_errors = 0
+        self._pool = ThreadPoolExecutor(env_workers, "sao-env") if env_workers > 0 else None
+        self._env_pending: dict[Future, tuple[Episode, bool]] = {}
         # Episodes that failed before sampling anything: no trajectory, but callers must know.
         self.dropped: list[dict[str, Any]] = []
 
@@ -119,13 +130,19 @@ class AgentLoop:
         self._submit(episode)
 
     def step(self) -> list[Trajectory]:
-        """One engine decode step; returns the trajectories completed by it (or by failures)."""
+        """One engine decode step (plus finished tool calls); returns completed trajectories."""
+        self._harvest_env_steps(block=not self.engine.has_work())
         for completion in self.engine.step():
             episode = self._episodes.get(completion.request_id)
             if episode is not None:
                 self._on_action(episode, completion)
         done, self._finished = self._finished, []
         return done
+
+    def close(self) -> None:
+        """Stop the environment threads (waits for running tool calls)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def run(self, tasks: list[tuple[str, Task, dict[str, Any]]]) -> list[Trajectory]:
         """Run the given episodes to completion (all in flight at once); return in completion order."""
@@ -171,8 +188,29 @@ class AgentLoop:
         eos = self.tokenizer.eos_token_id
         ended_on_eos = bool(ids) and ids[-1] == eos
         text = self.tokenizer.decode(ids[:-1] if ended_on_eos else ids, skip_special_tokens=False)
+        if self._pool is None:
+            future: Future = Future()
+            try:
+                future.set_result(episode.env.step(text))
+            except Exception as err:
+                future.set_exception(err)
+            self._on_env_result(episode, ended_on_eos, future)
+        else:
+            self._env_pending[self._pool.submit(episode.env.step, text)] = (episode, ended_on_eos)
+
+    def _harvest_env_steps(self, block: bool) -> None:
+        if not self._env_pending:
+            return
+        pending = list(self._env_pending)
+        done, _ = wait(pending, timeout=0.05 if block else 0, return_when=FIRST_COMPLETED)
+        # Submission order, not completion order, keeps resubmission as stable as it can be.
+        for future in [f for f in pending if f in done]:
+            episode, ended_on_eos = self._env_pending.pop(future)
+            self._on_env_result(episode, ended_on_eos, future)
+
+    def _on_env_result(self, episode: Episode, ended_on_eos: bool, future: Future) -> None:
         try:
-            result = episode.env.step(text)
+            result = future.result()
         except Exception as err:
             self._env_failed(
                 episode.episode_id, episode.metadata, err, stage="step", episode=episode
@@ -186,6 +224,10 @@ class AgentLoop:
             self._finish(episode, reward=0.0, end_reason=END_EOS)
         else:
             obs = self.tokenizer.encode(result.observation, add_special_tokens=False)
+            if len(episode.token_ids) + len(obs) >= self.max_tokens:
+                # No room left to act on the observation: end here, within the budget.
+                self._finish(episode, reward=0.0, end_reason=END_MAX_TOKENS)
+                return
             episode.append_inserted(obs)
             self._submit(episode)
 

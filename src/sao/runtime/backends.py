@@ -25,7 +25,7 @@ def make_backend(
     if config.train.backend == "local":
         from sao.runtime.local_backend import LocalBackend
 
-        return LocalBackend(config, policy, tokenizer, **kwargs)
+        return LocalBackend.build(config, policy, tokenizer, **kwargs)
     from sao.runtime.ray_backend import RayBackend
 
     return RayBackend(config, policy, tokenizer, **kwargs)

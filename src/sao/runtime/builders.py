@@ -82,6 +82,7 @@ def build_scheduler(
         sampling_params(config),
         max_tokens=config.env.max_tokens,
         env_name=config.env.name,
+        env_workers=config.rollout.env_workers,
     )
     return Scheduler(
         loop,

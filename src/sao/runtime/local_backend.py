@@ -22,6 +22,7 @@ from sao.config import SAOConfig
 from sao.learner.step import Learner
 from sao.runtime.builders import build_scheduler
 from sao.runtime.run_dir import TrajectoryLog
+from sao.runtime.scheduler import Scheduler
 from sao.runtime.transport import LocalTrajectoryQueue, LocalWeightChannel
 from sao.trajectory import Trajectory
 
@@ -32,17 +33,32 @@ class LocalBackend:
     """Owns the queue, the weight channel and the rollout side; the learner stays with the caller.
 
     Args:
-        config: the run's config.
-        policy: the learner's policy (the engine copies it at start).
-        tokenizer: the policy's tokenizer.
-        version: the policy's current weight version.
-        start_index: first trajectory index (to resume a task stream).
-        log_dir: if given, every completed trajectory is appended to `log_dir/trajectories.jsonl`
-            the moment it reaches the queue (see `sao.runtime.run_dir.TrajectoryLog`).
+        config: the run's config (`train.mode` chooses threaded async or inline sync).
+        scheduler: the rollout side; its `out` must be an `ObservedQueue`.
+        weights: the channel the scheduler polls.
+        log: the durable trajectory log, closed with the backend.
     """
 
     def __init__(
         self,
+        config: SAOConfig,
+        scheduler: Scheduler,
+        weights: LocalWeightChannel,
+        log: TrajectoryLog | None = None,
+    ) -> None:
+        self.config = config
+        self.scheduler = scheduler
+        self.queue: ObservedQueue = scheduler.out
+        self.weights = weights
+        self._log = log
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._started_at = time.perf_counter()
+
+    @classmethod
+    def build(
+        cls,
         config: SAOConfig,
         policy: PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
@@ -50,24 +66,22 @@ class LocalBackend:
         version: int = 0,
         start_index: int = 0,
         log_dir: Path | None = None,
-    ) -> None:
-        self.config = config
-        self._log = TrajectoryLog(log_dir) if log_dir is not None else None
-        self.queue = _ObservedQueue(self._log.append if self._log is not None else None)
-        self.weights = LocalWeightChannel(version)
-        self.scheduler = build_scheduler(
-            config,
-            policy,
-            tokenizer,
-            self.queue,
-            self.weights,
-            version=version,
-            start_index=start_index,
+    ) -> LocalBackend:
+        """The backend `sao train` uses: a real engine over a copy of `policy`.
+
+        Args:
+            version: the policy's current weight version.
+            start_index: first trajectory index (to resume a task stream).
+            log_dir: if given, every completed trajectory is appended to
+                `log_dir/trajectories.jsonl` the moment it reaches the queue.
+        """
+        log = TrajectoryLog(log_dir) if log_dir is not None else None
+        queue = ObservedQueue(log.append if log is not None else None)
+        weights = LocalWeightChannel(version)
+        scheduler = build_scheduler(
+            config, policy, tokenizer, queue, weights, version=version, start_index=start_index
         )
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self._started_at = time.perf_counter()
+        return cls(config, scheduler, weights, log)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -82,6 +96,7 @@ class LocalBackend:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        self.scheduler.close()
         if self._log is not None:
             self._log.close()
 
@@ -150,7 +165,7 @@ class LocalBackend:
             raise RuntimeError(f"rollout thread failed: {self._error!r}") from self._error
 
 
-class _ObservedQueue(LocalTrajectoryQueue):
+class ObservedQueue(LocalTrajectoryQueue):
     """A local queue that reports each arrival (for the durable trajectory log)."""
 
     def __init__(self, on_complete: Callable[[list[Trajectory]], None] | None) -> None:

@@ -45,8 +45,12 @@ def sample_initial_trajectories(
         sampling_params(config),
         max_tokens=config.env.max_tokens,
         env_name=config.env.name,
+        env_workers=config.rollout.env_workers,
     )
-    return loop.run([(f"pretrain-{i}", task, {"index": -1 - i}) for i, task in enumerate(tasks)])
+    try:
+        return loop.run([(f"pretrain-{i}", t, {"index": -1 - i}) for i, t in enumerate(tasks)])
+    finally:
+        loop.close()
 
 
 def run_value_pretraining(

@@ -125,6 +125,7 @@ class RolloutWorker:
 
     def stop(self) -> None:
         self.stop_event.set()
+        self.scheduler.close()
 
     def stats(self) -> dict[str, Any]:
         s = self.scheduler.stats

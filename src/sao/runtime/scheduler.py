@@ -31,7 +31,6 @@ class SchedulerStats:
     completed: int = 0
     dropped: int = 0
     busy_s: float = 0.0
-    idle_s: float = 0.0
     weight_swaps: int = 0
     end_reasons: dict[str, int] = field(default_factory=dict)
 
@@ -132,9 +131,9 @@ class Scheduler:
         self._account_dropped()
         return self._route(completed)
 
-    def note_idle(self, seconds: float) -> None:
-        """Record time the engine had nothing to decode (waiting on the learner)."""
-        self.stats.idle_s += seconds
+    def close(self) -> None:
+        """Release the agent loop's environment threads."""
+        self.loop.close()
 
     # ------------------------------------------------------------------ internals
     def _route(self, completed: list[Trajectory]) -> int:

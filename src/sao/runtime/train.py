@@ -70,6 +70,7 @@ def held_out_eval(learner: Learner, tokenizer: Any, config: SAOConfig) -> dict[s
         task_options=config.env.task_options,
         seed=config.train.seed,
         version=learner.version,
+        env_workers=config.rollout.env_workers,
     )
 
 
