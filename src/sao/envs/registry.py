@@ -113,24 +113,34 @@ register_task_source("calc", _calc_tasks)
 
 # ------------------------------------------------------------------ warm-start demonstrations
 Segments = list[tuple[str, bool]]
-_DEMOS: dict[str, Callable[[int, int], list[Segments]]] = {}
+_DEMOS: dict[str, _Entry] = {}
 
 
-def register_demonstrations(name: str, factory: Callable[[int, int], list[Segments]]) -> None:
-    """Register `factory(n, seed) -> [[(text, is_action), ...], ...]` as `name`'s SFT data."""
+def register_demonstrations(
+    name: str, factory: Callable[..., list[Segments]], *, takes_variant: bool = False
+) -> None:
+    """Register `factory(n, seed)` (or `factory(variant, n, seed)`) as `name`'s SFT data.
+
+    The factory returns `[[(text, is_action), ...], ...]`, one list of segments per demonstration.
+    """
     if name in _DEMOS:
         raise ValueError(f"name: demonstrations for {name!r} are already registered")
-    _DEMOS[name] = factory
+    _DEMOS[name] = _Entry(factory, takes_variant)
 
 
 def make_demonstrations(name: str, n: int, seed: int) -> list[Segments]:
     """`n` warm-start demonstrations for environment `name`, as `(text, is_action)` segments."""
-    family = name.split(":", 1)[0]
-    if family not in _DEMOS:
+    family, _, variant = name.partition(":")
+    entry = _DEMOS.get(family)
+    if entry is None:
         raise ValueError(
             f"env: no warm-start demonstrations for {name!r}; available: {sorted(_DEMOS)}"
         )
-    return _DEMOS[family](n, seed)
+    if entry.takes_variant:
+        if not variant:
+            raise ValueError(f"env: {family!r} needs a variant, as in '{family}:<variant>'")
+        return entry.factory(variant, n, seed)
+    return entry.factory(n, seed)
 
 
 def _calc_demonstrations(n: int, seed: int) -> list[Segments]:
@@ -140,3 +150,6 @@ def _calc_demonstrations(n: int, seed: int) -> list[Segments]:
 
 
 register_demonstrations("calc", _calc_demonstrations)
+
+# Imported last: it registers through the functions above.
+from sao.envs import builtin  # noqa: E402, F401

@@ -1,0 +1,188 @@
+"""The `code_repair` environment: a tiny SWE-Bench with one seeded bug per file.
+
+A trajectory reads like (tags are single tokens for the policy):
+
+    Fix the bug. clamp(x, lo, hi) returns x limited to lo..hi.
+    1 def clamp(x, lo, hi):
+    ...
+    5         return lo
+    6     return x
+    <tool>replace 5
+            return hi</tool><output>ok</output><tool>test</tool><output>3/3 passed</output>
+    <tool>submit</tool>
+
+Commands (see `sao.envs.code_repair_protocol`): `view`, `replace N` + new lines, `test` (the
+visible tests, in the sandbox, a short pass/fail summary back) and `submit` (the full suite --
+visible and hidden tests -- in the sandbox; reward 1 iff every test passes, then done). Malformed
+actions and failing tools become `<output>error: ...</output>` observations and cost a turn; they
+never raise. Using `max_turns` actions without submitting ends the trajectory with reward 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any
+
+from sao.envs.base import END_ANSWER, END_MAX_TURNS, Environment, StepResult, Task
+from sao.envs.code_repair_protocol import (
+    COMMAND_ERRORS,
+    TestReport,
+    apply_replace,
+    build_harness,
+    numbered,
+    parse_command,
+    read_report,
+)
+from sao.envs.text_protocol import TOOL_CLOSE, wrap_output
+from sao.envs.tool_runner import PythonRunner, describe_result, sandbox_runner
+
+logger = logging.getLogger(__name__)
+
+_META_KEYS = ("source", "entry", "visible_tests", "hidden_tests")
+
+
+class CodeRepairEnv(Environment):
+    """Repair one small module with view / replace / test / submit tool commands.
+
+    Args:
+        max_turns: the most actions per trajectory (every command, malformed ones included).
+        max_output_chars: longest text inside one `<output>`.
+        max_lines: longest file an edit may produce.
+        max_line_chars: longest line an edit may write.
+        timeout_s: wall-clock limit for one test run.
+        memory_mb: memory limit for one test run.
+        runner: what runs the test harness; defaults to the project sandbox. Tests (and the
+            teacher, for its own code only) pass something else.
+    """
+
+    name = "code_repair"
+    stop_tags: tuple[str, ...] = (TOOL_CLOSE,)
+
+    def __init__(
+        self,
+        max_turns: int = 8,
+        max_output_chars: int = 400,
+        max_lines: int = 20,
+        max_line_chars: int = 80,
+        timeout_s: float = 2.0,
+        memory_mb: int = 256,
+        runner: PythonRunner | None = None,
+    ) -> None:
+        for label, value, least in (
+            ("max_turns", max_turns, 1),
+            ("max_output_chars", max_output_chars, 64),
+            ("max_lines", max_lines, 2),
+            ("max_line_chars", max_line_chars, 16),
+            ("memory_mb", memory_mb, 48),
+        ):
+            if not isinstance(value, int) or value < least:
+                raise ValueError(f"{label}: must be an int >= {least}, got {value!r}")
+        if not isinstance(timeout_s, float | int) or not timeout_s > 0:
+            raise ValueError(f"timeout_s: must be > 0, got {timeout_s!r}")
+        self.max_turns = max_turns
+        self.max_output_chars = max_output_chars
+        self.max_lines = max_lines
+        self.max_line_chars = max_line_chars
+        self.timeout_s = float(timeout_s)
+        self.memory_mb = memory_mb
+        self.runner: PythonRunner = runner if runner is not None else sandbox_runner
+        self._task: Task | None = None
+        self._lines: list[str] = []
+        self._turn = 0
+        self._done = False
+
+    @property
+    def lines(self) -> list[str]:
+        """The file as it stands now."""
+        return list(self._lines)
+
+    def reset(self, task: Task) -> str:
+        """Start a trajectory for `task`; returns its prompt."""
+        if not isinstance(task, Task):
+            raise TypeError(f"task: expected Task, got {type(task)}")
+        missing = [key for key in _META_KEYS if key not in task.meta]
+        if missing:
+            raise ValueError(f"task.meta: a code_repair task needs {missing}")
+        self._task = task
+        self._lines = task.meta["source"].removesuffix("\n").split("\n")
+        self._turn, self._done = 0, False
+        return task.prompt
+
+    def step(self, action_text: str) -> StepResult:
+        """Apply one action; see the module docstring for the rules."""
+        if self._task is None:
+            raise RuntimeError("CodeRepairEnv.step: call reset(task) first")
+        if self._done:
+            raise RuntimeError("CodeRepairEnv.step: the trajectory has ended; call reset(task)")
+        self._turn += 1
+        command = parse_command(action_text)
+        info: dict[str, Any] = {
+            "turn": self._turn,
+            "command": command.kind,
+            "tool_called": command.kind in ("view", "replace", "test"),
+            "format_error": command.error,
+            "tool_error": None,
+            "end_reason": None,
+        }
+        if command.kind == "submit":
+            tests = self._task.meta["visible_tests"] + self._task.meta["hidden_tests"]
+            report, tool_error = self._run_tests(tests)
+            correct = report is not None and report.all_passed
+            info.update(end_reason=END_ANSWER, correct=correct, tool_error=tool_error)
+            return self._finish(1.0 if correct else 0.0, info)
+        if self._turn >= self.max_turns:
+            info.update(end_reason=END_MAX_TURNS, correct=False)
+            return self._finish(0.0, info)
+        if command.kind == "view":
+            text = numbered(self._lines)
+        elif command.kind == "replace":
+            self._lines, error = apply_replace(
+                self._lines, command.line, command.new_lines, self.max_lines, self.max_line_chars
+            )
+            info["format_error"] = error
+            text = COMMAND_ERRORS[error] if error else "ok"
+        elif command.kind == "test":
+            report, tool_error = self._run_tests(self._task.meta["visible_tests"])
+            info["tool_error"] = tool_error
+            text = report.summary if report is not None else tool_error_text(tool_error)
+        else:
+            assert command.error is not None
+            text = COMMAND_ERRORS[command.error]
+        return StepResult(wrap_output(text, self.max_output_chars), 0.0, False, info)
+
+    def _finish(self, reward: float, info: dict[str, Any]) -> StepResult:
+        self._done = True
+        return StepResult("", reward, True, info)
+
+    def _run_tests(self, tests: list) -> tuple[TestReport | None, str | None]:
+        """Run `tests` on the current file in the runner; a report, or None and a failure kind."""
+        assert self._task is not None
+        nonce = secrets.token_hex(8)
+        source = "\n".join(self._lines) + "\n"
+        code = build_harness(source, self._task.meta["entry"], tests, nonce)
+        try:
+            result = self.runner(code, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        except Exception:
+            # A broken sandbox must not kill the rollout worker; the step info counts it.
+            logger.exception("code_repair: the Python runner raised")
+            return None, "sandbox"
+        report = read_report(result.stdout, nonce)
+        if report is not None:
+            return report, None
+        outcome = describe_result(result, self.timeout_s, self.max_output_chars)
+        return None, outcome.tool_error or "unfinished"
+
+
+_TOOL_ERROR_TEXT = {
+    "timeout": "error: tests timed out",
+    "sandbox": "error: sandbox failed",
+    "exception": "error: tests crashed",
+    "exit": "error: tests exited early",
+    "unfinished": "error: tests did not finish",
+}
+
+
+def tool_error_text(kind: str | None) -> str:
+    """The observation for a test run that produced no report."""
+    return _TOOL_ERROR_TEXT.get(kind or "unfinished", "error: tests did not finish")

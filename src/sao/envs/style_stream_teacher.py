@@ -1,0 +1,134 @@
+"""Warm-start demonstrations for `style_stream`: one-line replies in uniformly random styles.
+
+The teacher does not know the preferred style -- nobody does before the reward says so -- so it
+writes each reply in a style drawn uniformly from those offered. Under any preference its
+reward is therefore about `(1 - p_bad) / len(styles)`; RL has to find the preferred style and
+follow it across switches. With probability `p_bad` a reply also breaks a quality rule (off
+topic, or a repeated word), so quality is something RL can improve too.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sao.envs.base import Task
+from sao.envs.style_stream import StyleStreamEnv, StyleStreamTaskSource
+from sao.envs.style_stream_styles import SUBJECTS
+from sao.envs.text_protocol import ANSWER_CLOSE, ANSWER_OPEN
+
+REPLIES: dict[str, tuple[str, ...]] = {
+    "cute": (
+        "the {s} is so soft and sweet today, nya~",
+        "uwu, a tiny {s} waves hello~",
+        "nya~ i want to hug the {s} all day",
+        "the little {s} makes me smile, uwu",
+    ),
+    "chuunibyou": (
+        "the {s} trembles before my dark flame!",
+        "my sealed eye sees the truth of the {s}!",
+        "from the abyss, the {s} answers my call!",
+        "bow, {s}, to the master of the dark flame!",
+    ),
+    "classical": (
+        "thou art as fair as the {s}, my friend",
+        "the {s} hath a grace that doth endure",
+        "o {s}, thee i praise with all my heart",
+        "fair {s}, thou dost shine upon us all",
+    ),
+    "pirate": (
+        "arr, the {s} be a fine sight, matey",
+        "ahoy, set sail for the {s}!",
+        "arr matey, no {s} can stop this crew",
+        "ahoy, the {s} be ours, arr",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Demonstration:
+    """One teacher reply and the reward the environment gave it.
+
+    Attributes:
+        task: the task (its `meta["preferred_style"]` set the reward).
+        action: `<answer>REPLY</answer>`.
+        reward: the judge's reward under the task's preferred style.
+        style: the style the teacher wrote in.
+        bad: whether the teacher broke a quality rule on purpose.
+        quality: whether the judge found the reply good.
+    """
+
+    task: Task
+    action: str
+    reward: float
+    style: str
+    bad: bool
+    quality: bool
+
+    @property
+    def text(self) -> str:
+        """Prompt and reply as one string."""
+        return self.task.prompt + self.action
+
+    def segments(self) -> list[tuple[str, bool]]:
+        """`(text, is_action)` pieces: the prompt (context) and the reply (target)."""
+        return [(self.task.prompt, False), (self.action, True)]
+
+
+def write_reply(style: str, subject: str, rng: random.Random, bad: bool = False) -> str:
+    """A one-line reply about `subject` in `style`; a `bad` one is off topic or repetitive."""
+    if style not in REPLIES:
+        raise ValueError(f"style: must be one of {list(REPLIES)}, got {style!r}")
+    template = rng.choice(REPLIES[style])
+    if not bad:
+        return template.format(s=subject)
+    if rng.random() < 0.5:
+        return template.format(s=rng.choice([s for s in SUBJECTS if s != subject]))
+    return template.format(s=f"{subject} {subject} {subject}")
+
+
+def demonstrate(task: Task, env: StyleStreamEnv, rng: random.Random, p_bad: float) -> Demonstration:
+    """Reply to `task` in a uniformly random offered style and score it with `env`."""
+    style = rng.choice(task.meta["styles"])
+    bad = rng.random() < p_bad
+    action = ANSWER_OPEN + write_reply(style, task.meta["subject"], rng, bad) + ANSWER_CLOSE
+    env.reset(task)
+    result = env.step(action)
+    return Demonstration(task, action, result.reward, style, bad, bool(result.info["quality"]))
+
+
+def demonstrations(
+    n: int,
+    seed: int,
+    *,
+    split: str = "train",
+    p_bad: float = 0.1,
+    source: StyleStreamTaskSource | None = None,
+    env: StyleStreamEnv | None = None,
+) -> list[Demonstration]:
+    """`n` demonstrations on prompts of `split`, deterministic in `seed`."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
+    if not 0.0 <= p_bad <= 1.0:
+        raise ValueError(f"p_bad: must be a probability, got {p_bad!r}")
+    source = source if source is not None else StyleStreamTaskSource()
+    env = env if env is not None else StyleStreamEnv()
+    tasks = source.train(n, seed) if split == "train" else source.test(n, seed)
+    rng = random.Random(seed * 7919 + 29)
+    return [demonstrate(task, env, rng, p_bad) for task in tasks]
+
+
+def summarize(demos: Sequence[Demonstration]) -> dict[str, float]:
+    """Mean reward, share of good-quality replies, and each style's share."""
+    if not demos:
+        raise ValueError("demos: empty")
+    out = {
+        "count": float(len(demos)),
+        "accuracy": sum(d.reward for d in demos) / len(demos),
+        "quality_rate": sum(d.quality for d in demos) / len(demos),
+        "mean_chars": sum(len(d.text) for d in demos) / len(demos),
+    }
+    for style in REPLIES:
+        out[f"share_{style}"] = sum(d.style == style for d in demos) / len(demos)
+    return out
