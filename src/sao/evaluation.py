@@ -93,12 +93,26 @@ def run_eval_command(
     model: str, env: str, n: int, json_path: str | None, temperature: float, seed: int
 ) -> int:
     """`sao eval`: load a saved policy, evaluate it, print and optionally write JSON."""
+    from sao.config import load_config
     from sao.models.policy import load_policy
 
     if not Path(model).exists():
         raise SystemExit(f"sao eval: --model {model} does not exist (run `sao sft` first?)")
+    # The environment's packaged defaults (turn and token budgets, options) apply as in training.
+    config = load_config("sao", None, [f"env.name={env}"])
     policy, tokenizer = load_policy(model)
-    result = evaluate(policy, tokenizer, env, n, temperature=temperature, seed=seed)
+    result = evaluate(
+        policy,
+        tokenizer,
+        env,
+        n,
+        temperature=temperature,
+        max_new_tokens=config.rollout.max_new_tokens,
+        max_tokens=config.env.max_tokens,
+        env_options={"max_turns": config.env.max_turns, **config.env.options},
+        task_options=config.env.task_options,
+        seed=seed,
+    )
     lo, hi = result["accuracy_ci95"]
     print(
         f"{env}: pass@1 {result['accuracy']:.3f} (95% CI {lo:.3f}-{hi:.3f}, n={result['n']}), "

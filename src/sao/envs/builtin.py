@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from sao.envs.base import Environment, TaskSource
-from sao.envs.registry import register_demonstrations, register_env, register_task_source
+from sao.envs.registry import (
+    RunHooks,
+    register_demonstrations,
+    register_env,
+    register_run_hooks,
+    register_task_source,
+)
 
 Segments = list[tuple[str, bool]]
 
@@ -76,6 +82,21 @@ register_demonstrations("code_repair", _code_repair_demonstrations)
 register_env("style_stream", _style_stream_env)
 register_task_source("style_stream", _style_stream_tasks)
 register_demonstrations("style_stream", _style_stream_demonstrations)
+
+
+def _style_stream_step_metrics(batch: list) -> dict[str, float]:
+    from sao.envs.style_stream_report import step_metrics
+
+    return step_metrics(batch)
+
+
+def _style_stream_report(run_dir: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    from sao.envs.style_stream_report import report
+
+    return report(run_dir, rows)
+
+
+register_run_hooks("style_stream", RunHooks(_style_stream_step_metrics, _style_stream_report))
 
 register_env("reasoning_gym", _reasoning_gym_env, takes_variant=True)
 register_task_source("reasoning_gym", _reasoning_gym_tasks, takes_variant=True)

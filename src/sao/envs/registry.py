@@ -151,5 +151,33 @@ def _calc_demonstrations(n: int, seed: int) -> list[Segments]:
 
 register_demonstrations("calc", _calc_demonstrations)
 
+
+# ------------------------------------------------------------------ run hooks
+@dataclass(frozen=True)
+class RunHooks:
+    """Environment-specific additions to a training run.
+
+    Attributes:
+        step_metrics: trained batch -> extra metrics logged with the step.
+        report: `(run_dir, metric rows)` -> extra summary fields (and any plots) at the end.
+    """
+
+    step_metrics: Callable[[list], dict[str, float]] | None = None
+    report: Callable[[Any, list[dict[str, Any]]], dict[str, Any]] | None = None
+
+
+_HOOKS: dict[str, RunHooks] = {}
+
+
+def register_run_hooks(name: str, hooks: RunHooks) -> None:
+    """Attach per-step metrics and an end-of-run report to environment family `name`."""
+    _HOOKS[name] = hooks
+
+
+def run_hooks(name: str) -> RunHooks:
+    """The run hooks of `name`'s family (empty hooks when it has none)."""
+    return _HOOKS.get(name.partition(":")[0], RunHooks())
+
+
 # Imported last: it registers through the functions above.
 from sao.envs import builtin  # noqa: E402, F401

@@ -52,6 +52,7 @@ class Episode:
     tool_calls: int = 0
     format_errors: int = 0
     started_at: float = field(default_factory=time.time)
+    last_info: dict[str, Any] = field(default_factory=dict)
 
     def append_inserted(self, ids: list[int]) -> None:
         self.token_ids += ids
@@ -218,6 +219,9 @@ class AgentLoop:
             return
         episode.tool_calls += int(bool(result.info.get("tool_called")))
         episode.format_errors += int(bool(result.info.get("format_error")))
+        episode.last_info = {
+            k: v for k, v in result.info.items() if v is None or isinstance(v, str | int | float)
+        }
         if result.done:
             self._finish(episode, result.reward, result.info.get("end_reason", "done"))
         elif ended_on_eos:
@@ -240,6 +244,8 @@ class AgentLoop:
             "turns": len(episode.turn_spans),
             "tool_calls": episode.tool_calls,
             "format_errors": episode.format_errors,
+            # The environment's last step info (scalars only), e.g. a judge's verdict.
+            "info": episode.last_info,
             "started_at": episode.started_at,
             "finished_at": now,
             "duration_s": now - episode.started_at,

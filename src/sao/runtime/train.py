@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from sao.config import SAOConfig, load_config, save_config
+from sao.envs.registry import run_hooks
 from sao.evaluation import evaluate
 from sao.learner.step import Learner
 from sao.models.critic import ValueModel
@@ -145,6 +146,7 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
     )
     learner = backend.attach_learner(learner)
     backend.requeue(pending)
+    hooks = run_hooks(config.env.name)
     backend.start()
     last_eval = book["initial_eval"]
     bar = tqdm(
@@ -167,6 +169,8 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
             if not batch:
                 continue
             metrics = learner.step(batch)
+            if hooks.step_metrics is not None:
+                metrics.update(hooks.step_metrics(batch))
             backend.publish(learner.policy_state_dict(), learner.version)
             book["trained_indices"] += [t.metadata["index"] for t in batch]
             trained_this_session += len(batch)
@@ -204,9 +208,10 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
         metrics_log.close()
 
     summary = _summary(config, run_dir, book, last_eval, time.time() - t_start, in_flight)
-    plot_metrics(
-        read_metrics(run_dir), run_dir / "plots", title=f"{config.preset} on {config.env.name}:"
-    )
+    rows = read_metrics(run_dir)
+    plot_metrics(rows, run_dir / "plots", title=f"{config.preset} on {config.env.name}:")
+    if hooks.report is not None:
+        summary.update(hooks.report(run_dir, rows))
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

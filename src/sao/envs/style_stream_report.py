@@ -1,0 +1,51 @@
+"""`style_stream` in a training run: per-step style metrics and the end-of-run report.
+
+Registered as the environment's run hooks (`sao.envs.registry.register_run_hooks`): the runtime
+calls `step_metrics` on every trained batch and `report` once at the end.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from sao.envs.style_stream_metrics import NO_STYLE, adaptation_lag, plot_style_shares
+from sao.envs.style_stream_styles import STYLES
+from sao.trajectory import Trajectory
+
+
+def step_metrics(batch: list[Trajectory]) -> dict[str, float]:
+    """Each style's share of the batch's replies, and the batch's majority preferred style."""
+    infos = [t.metadata.get("info", {}) for t in batch]
+    styles = Counter(info.get("style") or NO_STYLE for info in infos)
+    preferred = Counter(info.get("preferred_style") for info in infos).most_common(1)[0][0]
+    metrics = {f"style/share_{s}": styles[s] / len(batch) for s in (*STYLES, NO_STYLE)}
+    metrics["style/preferred_index"] = float(STYLES.index(preferred)) if preferred in STYLES else -1
+    metrics["style/judge_errors"] = float(sum(bool(i.get("judge_error")) for i in infos))
+    return metrics
+
+
+def report(run_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Adaptation lag after each switch, and the Figure-5-style plot of style shares."""
+    steps = [r for r in rows if "style/preferred_index" in r]
+    if not steps:
+        return {}
+    preferred = [int(r["style/preferred_index"]) for r in steps]
+    changed = [i for i in range(1, len(steps)) if preferred[i] != preferred[i - 1]]
+    switches = [steps[i]["step"] for i in changed]
+    rewards = {r["step"]: r["rollout/reward_mean"] for r in steps}
+    lags = adaptation_lag(rewards, switches)
+    share_rows = [
+        {"step": r["step"], **{s: r[f"style/share_{s}"] for s in (*STYLES, NO_STYLE)}}
+        for r in steps
+    ]
+    phases = [STYLES[preferred[i]] for i in [0, *changed]]
+    plot_style_shares(
+        share_rows, switches, run_dir / "plots" / "style_shares.png", preferred=phases
+    )
+    return {
+        "style_switch_steps": switches,
+        "style_adaptation_lag": lags,
+        "style_judge_errors": int(sum(r.get("style/judge_errors", 0) for r in steps)),
+    }
