@@ -106,7 +106,7 @@ def train_sft(
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         scheduler.step()
-        curve.append(float(loss))
+        curve.append(loss.item())
         bar.set_postfix(loss=f"{curve[-1]:.3f}")
     model.eval()
     return curve
