@@ -1,0 +1,56 @@
+"""The records crossing the engine boundary: how to sample (`SamplingParams`) and what came out
+(`Completion`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How one request samples.
+
+    Attributes:
+        temperature: logits are divided by it (> 0). Recorded log-probs are at this temperature.
+        top_p: nucleus mass in (0, 1]; 1 samples from the full distribution.
+        max_new_tokens: the segment ends with finish_reason "length" after this many tokens.
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.temperature, int | float) or not self.temperature > 0:
+            raise ValueError(f"SamplingParams.temperature: must be > 0, got {self.temperature!r}")
+        if not isinstance(self.top_p, int | float) or not 0 < self.top_p <= 1:
+            raise ValueError(f"SamplingParams.top_p: must be in (0, 1], got {self.top_p!r}")
+        if (
+            isinstance(self.max_new_tokens, bool)
+            or not isinstance(self.max_new_tokens, int)
+            or self.max_new_tokens < 1
+        ):
+            raise ValueError(
+                f"SamplingParams.max_new_tokens: must be an int >= 1, got {self.max_new_tokens!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One finished generation segment (the tokens sampled after the submitted prompt).
+
+    Attributes:
+        request_id: the id given to `submit`.
+        token_ids: sampled tokens, the stop/EOS token included when one ended the segment.
+        logprobs: per-token fp32 log-prob under the distribution the token was drawn from, i.e.
+            at the request's temperature and top-p (see `sao.rollout.engine`).
+        versions: per-token weight version that produced the token's logits.
+        finish_reason: "stop" (a stop token or EOS was sampled) or "length" (max_new_tokens or the
+            model's context limit reached).
+    """
+
+    request_id: str
+    token_ids: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    finish_reason: str
