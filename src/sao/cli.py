@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
@@ -23,6 +24,17 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env", help="environment (shortcut for --set env.name=...)")
 
 
+def _add_import_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a module first, e.g. one that registers your own environment (repeatable)",
+    )
+
+
 def _config_from(args: argparse.Namespace, extra: Sequence[str] = ()):
     overrides = list(args.overrides)
     if getattr(args, "env", None):
@@ -39,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="run RL training (default: SAO on calc, tiny model)")
     _add_config_flags(train)
+    _add_import_flag(train)
     train.add_argument("--steps", type=int, help="learner steps (train.steps)")
     train.add_argument("--out", help="run directory (train.out)")
     train.add_argument("--backend", choices=["local", "ray"], help="runtime backend")
@@ -50,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     sft.add_argument("--out", help="output directory (default: checkpoints/warm_start_<env>)")
     sft.add_argument("--steps", type=int, help="SFT optimizer steps")
     sft.add_argument("--seed", type=int, default=0)
+    _add_import_flag(sft)
 
     ev = sub.add_parser("eval", help="held-out pass@1 of a policy (sampled)")
     ev.add_argument("--model", required=True, help="path of a saved policy")
@@ -58,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", dest="json_path", help="also write the results as JSON")
     ev.add_argument("--temperature", type=float, default=1.0)
     ev.add_argument("--seed", type=int, default=0)
+    _add_import_flag(ev)
 
     presets = sub.add_parser("presets", help="list the presets (SAO and its baselines)")
     presets.set_defaults(command="presets")
@@ -84,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    for module in getattr(args, "imports", []):
+        importlib.import_module(module)
     if args.command == "presets":
         for name, text in PRESET_DESCRIPTIONS.items():
             print(f"{name:16s} {text}")

@@ -167,6 +167,8 @@ class SAOConfig(_Section):
     def _consistent(self) -> SAOConfig:
         if self.algo.advantage in ("token_gae", "step_gae") and not self.critic.enabled:
             raise ValueError("algo.advantage: GAE needs a critic (critic.enabled=true)")
+        if self.algo.adaptive_lambda_alpha is not None and self.algo.advantage != "token_gae":
+            raise ValueError("algo.adaptive_lambda_alpha: only token_gae uses a per-token lambda")
         if self.algo.advantage == "group" and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size: group advantages need group_size >= 2")
         if self.train.batch_size % self.rollout.group_size:

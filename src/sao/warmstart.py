@@ -28,7 +28,7 @@ Segments = list[tuple[str, bool]]
 class SFTConfig:
     """Hyper-parameters of the warm start (defaults: about 3 minutes on 2 cores for calc)."""
 
-    steps: int = 900
+    steps: int = 600
     batch_size: int = 64
     lr: float = 3e-3
     warmup_steps: int = 50

@@ -94,3 +94,9 @@ def test_bad_fields_fail_with_one_line_naming_them(overrides, message):
 def test_unknown_preset_lists_the_allowed_ones():
     with pytest.raises(ConfigError, match="unknown preset 'ppo'.*grpo_dis"):
         load_config("ppo")
+
+
+def test_adaptive_lambda_needs_token_gae():
+    with pytest.raises(ConfigError, match="adaptive_lambda_alpha"):
+        load_config("sao_step_mean", None, ["algo.adaptive_lambda_alpha=0.05"])
+    assert load_config("sao", None, ["algo.adaptive_lambda_alpha=0.05"]).algo.adaptive_lambda_alpha

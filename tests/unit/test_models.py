@@ -197,3 +197,9 @@ def test_token_logprobs_carry_gradients(policy) -> None:
     grad = policy.lm_head.weight.grad
     assert grad is not None and grad.abs().sum().item() > 0
     policy.zero_grad(set_to_none=True)
+
+
+def test_tiny_config_accepts_attribute_map_aliases():
+    from sao.models.policy import tiny_policy_config
+
+    assert tiny_policy_config(109, num_experts=4).num_local_experts == 4

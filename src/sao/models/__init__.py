@@ -1,5 +1,6 @@
 """Model and tokenizer factory: the tiny Qwen3-MoE policy, any HF causal LM from disk, log-probs."""
 
+from sao.models.critic import ValueModel, freeze_modules
 from sao.models.policy import (
     build_tiny_policy,
     load_policy,
@@ -12,6 +13,8 @@ from sao.models.policy import (
 from sao.models.tokenizer import build_tokenizer
 
 __all__ = [
+    "ValueModel",
+    "freeze_modules",
     "build_tiny_policy",
     "build_tokenizer",
     "load_policy",

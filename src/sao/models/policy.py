@@ -54,7 +54,8 @@ def tiny_policy_config(vocab_size: int, **overrides: object) -> Qwen3MoeConfig:
             f"tiny_policy_config: vocab_size must be a positive int, got {vocab_size!r}"
         )
     # The config silently accepts any keyword, so a misspelt override would otherwise be ignored.
-    known = set(Qwen3MoeConfig().to_dict())
+    # `attribute_map` aliases (num_experts -> num_local_experts) are valid keywords too.
+    known = set(Qwen3MoeConfig().to_dict()) | set(Qwen3MoeConfig.attribute_map)
     unknown = sorted(k for k in overrides if k not in known)
     if unknown:
         raise ValueError(f"tiny_policy_config: unknown Qwen3MoeConfig field(s) {unknown}")

@@ -24,11 +24,21 @@ def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float
     return [p[0] for p in points], [float(p[1]) for p in points]
 
 
-def plot_metrics(rows: list[dict[str, Any]], out_dir: Path, title: str = "") -> list[Path]:
+PRETRAIN_PANELS: dict[str, tuple[str, list[str]]] = {
+    "value_pretrain.png": ("value pretraining", ["critic/vf_explained_var", "critic/vf_loss"]),
+}
+
+
+def plot_metrics(
+    rows: list[dict[str, Any]],
+    out_dir: Path,
+    title: str = "",
+    panels: dict[str, tuple[str, list[str]]] = PANELS,
+) -> list[Path]:
     """Write one PNG per panel that has data; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    for filename, (label, keys) in PANELS.items():
+    for filename, (label, keys) in panels.items():
         series = {key: _series(rows, key) for key in keys}
         if not any(xs for xs, _ in series.values()):
             continue
@@ -36,6 +46,9 @@ def plot_metrics(rows: list[dict[str, Any]], out_dir: Path, title: str = "") -> 
         for key, (xs, ys) in series.items():
             if xs:
                 ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=key)
+            low, high = _series(rows, f"{key}_ci_low"), _series(rows, f"{key}_ci_high")
+            if low[0] and low[0] == high[0]:
+                ax.fill_between(low[0], low[1], high[1], alpha=0.2, label=f"{key} 95% CI")
         ax.set_xlabel("learner step")
         ax.set_ylabel(label)
         ax.set_title(f"{title} {label}".strip())

@@ -28,7 +28,7 @@ from sao.learner.step import Learner
 from sao.models.critic import ValueModel
 from sao.models.policy import load_policy
 from sao.runtime.backends import make_backend
-from sao.runtime.plots import plot_metrics
+from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics
 from sao.runtime.pretraining import run_value_pretraining
 from sao.runtime.run_dir import (
     MetricsLogger,
@@ -210,6 +210,10 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
     summary = _summary(config, run_dir, book, last_eval, time.time() - t_start, in_flight)
     rows = read_metrics(run_dir)
     plot_metrics(rows, run_dir / "plots", title=f"{config.preset} on {config.env.name}:")
+    pretrain_log = run_dir / "value_pretrain.jsonl"
+    if pretrain_log.exists():
+        curve = [json.loads(line) for line in pretrain_log.read_text().splitlines()]
+        plot_metrics(curve, run_dir / "plots", panels=PRETRAIN_PANELS)
     if hooks.report is not None:
         summary.update(hooks.report(run_dir, rows))
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
