@@ -35,11 +35,23 @@ def _add_import_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_env(name: str) -> None:
+    from sao.envs.registry import known_env_names
+
+    if name.partition(":")[0] not in known_env_names():
+        raise ConfigError(
+            f"env.name: unknown environment {name!r}; known: {', '.join(known_env_names())} "
+            "(register your own and pass --import MODULE)"
+        )
+
+
 def _config_from(args: argparse.Namespace, extra: Sequence[str] = ()):
     overrides = list(args.overrides)
     if getattr(args, "env", None):
         overrides.insert(0, f"env.name={args.env}")
-    return load_config(args.preset, args.config_path, [*overrides, *extra])
+    config = load_config(args.preset, args.config_path, [*overrides, *extra])
+    _check_env(config.env.name)
+    return config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,6 +122,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         print(yaml.safe_dump(_config_from(args).model_dump(mode="json"), sort_keys=False), end="")
         return 0
+    if args.command in ("sft", "eval"):
+        _check_env(args.env)
     if args.command == "sft":
         from sao.warmstart import run_sft_command
 

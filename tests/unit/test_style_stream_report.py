@@ -1,0 +1,52 @@
+"""style_stream in a run: per-batch style shares, and the adaptation lag read off logged rows."""
+
+from sao.envs.style_stream_report import report, step_metrics
+from sao.envs.style_stream_styles import STYLES
+from sao.trajectory import Trajectory
+
+
+def traj(style, preferred, reward):
+    return Trajectory(
+        token_ids=[1, 5],
+        action_mask=[0, 1],
+        rollout_logprobs=[0.0, -1.0],
+        policy_versions=[-1, 0],
+        reward=reward,
+        metadata={"info": {"style": style, "preferred_style": preferred, "judge_error": None}},
+    )
+
+
+def test_step_metrics_count_styles_and_the_preferred_one():
+    batch = [
+        traj("cute", "cute", 1.0),
+        traj("cute", "cute", 1.0),
+        traj(None, "cute", 0.0),
+        traj("classical", "cute", 0.0),
+    ]
+    m = step_metrics(batch)
+    assert m["style/share_cute"] == 0.5
+    assert m["style/share_classical"] == 0.25
+    assert m["style/share_none"] == 0.25
+    assert m["style/preferred_index"] == STYLES.index("cute")
+    assert m["style/judge_errors"] == 0.0
+
+
+def test_report_finds_switches_and_lags(tmp_path):
+    # Preference cute (0) for steps 1-6, then chuunibyou (1): reward collapses, then recovers.
+    rewards = [0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.0, 0.1, 0.3, 0.7, 0.8, 0.8]
+    rows = []
+    for step, reward in enumerate(rewards, start=1):
+        rows.append(
+            {
+                "step": step,
+                "rollout/reward_mean": reward,
+                "style/preferred_index": 0 if step <= 6 else 1,
+                **{f"style/share_{s}": 0.25 for s in (*STYLES, "none")},
+            }
+        )
+    out = report(tmp_path, rows)
+    assert out["style_switch_steps"] == [7]
+    # Back to 80% of 0.8 once the mean of the 3 steps ending at t reaches 0.64: at t = 11 it is
+    # (0.3 + 0.7 + 0.8) / 3 = 0.6, at t = 12 it is 0.77, so the lag is 12 - 7.
+    assert out["style_adaptation_lag"] == [5]
+    assert (tmp_path / "plots" / "style_shares.png").exists()
