@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from sao.envs.base import Task
 from sao.envs.calc import CalcEnv, CalcTaskSource
 from sao.envs.calc_problems import DIFFICULTIES, evaluate_expression
+from sao.envs.demonstration import TeacherTrajectory, Turn, probability
 from sao.envs.text_protocol import (
     ANSWER_CLOSE,
     ANSWER_OPEN,
@@ -44,15 +45,7 @@ _TOKEN = re.compile(r"\d+|[-+*/()]")
 
 
 @dataclass(frozen=True)
-class Turn:
-    """One action and the observation the environment returned for it (`""` at the end)."""
-
-    action: str
-    observation: str
-
-
-@dataclass(frozen=True)
-class Demonstration:
+class Demonstration(TeacherTrajectory):
     """A full teacher trajectory for one task.
 
     Attributes:
@@ -63,31 +56,8 @@ class Demonstration:
         slipped: whether the teacher's code had a deliberate slip.
     """
 
-    task: Task
-    turns: tuple[Turn, ...]
-    reward: float
     used_tool: bool
     slipped: bool
-
-    @property
-    def text(self) -> str:
-        """The whole trajectory as one string: prompt, then actions and observations."""
-        return self.task.prompt + "".join(t.action + t.observation for t in self.turns)
-
-    def segments(self) -> list[tuple[str, bool]]:
-        """`(text, is_action)` pieces in order, for masking the loss to action tokens."""
-        pieces = [(self.task.prompt, False)]
-        for turn in self.turns:
-            pieces.append((turn.action, True))
-            if turn.observation:
-                pieces.append((turn.observation, False))
-        return pieces
-
-
-def _probability(name: str, value: float) -> float:
-    if not isinstance(value, float | int) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name}: must be a probability in [0, 1], got {value!r}")
-    return float(value)
 
 
 def _wrong_digit(number: str, rng: random.Random) -> str:
@@ -165,14 +135,14 @@ class CalcTeacher:
         mental_accuracy: Mapping[int, float] | None = None,
         env: CalcEnv | None = None,
     ) -> None:
-        self.p_no_tool = _probability("p_no_tool", p_no_tool)
-        self.p_slip = _probability("p_slip", p_slip)
+        self.p_no_tool = probability("p_no_tool", p_no_tool)
+        self.p_slip = probability("p_slip", p_slip)
         accuracy = dict(DEFAULT_MENTAL_ACCURACY if mental_accuracy is None else mental_accuracy)
         missing = [d for d in DIFFICULTIES if d not in accuracy]
         if missing:
             raise ValueError(f"mental_accuracy: missing difficulties {missing}")
         self.mental_accuracy = {
-            d: _probability(f"mental_accuracy[{d}]", p) for d, p in accuracy.items()
+            d: probability(f"mental_accuracy[{d}]", p) for d, p in accuracy.items()
         }
         self.env = env if env is not None else CalcEnv()
 

@@ -35,6 +35,7 @@ from sao.envs.code_repair import CodeRepairEnv
 from sao.envs.code_repair_bugs import LINE_FAMILIES, line_mutations, variables_of
 from sao.envs.code_repair_protocol import HARNESS_BODY, apply_replace, split_harness
 from sao.envs.code_repair_tasks import CodeRepairTaskSource
+from sao.envs.demonstration import TeacherTrajectory, Turn, probability
 from sao.envs.text_protocol import TOOL_CLOSE, TOOL_OPEN
 
 ATTEMPTS = ("correct", "wrong_fix", "wrong_line")
@@ -84,15 +85,7 @@ class TrustedHarnessRunner:
 
 
 @dataclass(frozen=True)
-class Turn:
-    """One action and the observation the environment returned for it (`""` at the end)."""
-
-    action: str
-    observation: str
-
-
-@dataclass(frozen=True)
-class Demonstration:
+class Demonstration(TeacherTrajectory):
     """A full teacher trajectory for one task.
 
     Attributes:
@@ -103,31 +96,8 @@ class Demonstration:
         retried: whether the teacher fixed its first edit after the tests failed.
     """
 
-    task: Task
-    turns: tuple[Turn, ...]
-    reward: float
     attempt: str
     retried: bool
-
-    @property
-    def text(self) -> str:
-        """The whole trajectory as one string: prompt, then actions and observations."""
-        return self.task.prompt + "".join(t.action + t.observation for t in self.turns)
-
-    def segments(self) -> list[tuple[str, bool]]:
-        """`(text, is_action)` pieces in order, for masking the loss to action tokens."""
-        pieces = [(self.task.prompt, False)]
-        for turn in self.turns:
-            pieces.append((turn.action, True))
-            if turn.observation:
-                pieces.append((turn.observation, False))
-        return pieces
-
-
-def _probability(name: str, value: float) -> float:
-    if not isinstance(value, float | int) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name}: must be a probability in [0, 1], got {value!r}")
-    return float(value)
 
 
 def _mutant(line: str, variables: Sequence[str], avoid: Sequence[str], rng: random.Random) -> str:
@@ -166,12 +136,12 @@ class CodeRepairTeacher:
         p_retry: float = 0.5,
         env: CodeRepairEnv | None = None,
     ) -> None:
-        self.p_wrong_fix = _probability("p_wrong_fix", p_wrong_fix)
-        self.p_wrong_line = _probability("p_wrong_line", p_wrong_line)
+        self.p_wrong_fix = probability("p_wrong_fix", p_wrong_fix)
+        self.p_wrong_line = probability("p_wrong_line", p_wrong_line)
         if self.p_wrong_fix + self.p_wrong_line > 1.0:
             raise ValueError("p_wrong_fix + p_wrong_line: must be at most 1")
-        self.p_skip_test = _probability("p_skip_test", p_skip_test)
-        self.p_retry = _probability("p_retry", p_retry)
+        self.p_skip_test = probability("p_skip_test", p_skip_test)
+        self.p_retry = probability("p_retry", p_retry)
         self.env = env if env is not None else CodeRepairEnv(runner=TrustedHarnessRunner())
 
     def _plan_first_edit(

@@ -11,23 +11,16 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
-PYTHON_OPEN = "<python>"
-PYTHON_CLOSE = "</python>"
-OUTPUT_OPEN = "<output>"
-OUTPUT_CLOSE = "</output>"
-ANSWER_OPEN = "<answer>"
-ANSWER_CLOSE = "</answer>"
-TOOL_OPEN = "<tool>"
-TOOL_CLOSE = "</tool>"
-ALL_TAGS: tuple[str, ...] = (
-    PYTHON_OPEN,
-    PYTHON_CLOSE,
-    OUTPUT_OPEN,
-    OUTPUT_CLOSE,
-    ANSWER_OPEN,
+from sao.tags import (  # noqa: F401  (re-exported for the environments)
+    ALL_TAGS,
     ANSWER_CLOSE,
-    TOOL_OPEN,
+    ANSWER_OPEN,
+    OUTPUT_CLOSE,
+    OUTPUT_OPEN,
+    PYTHON_CLOSE,
+    PYTHON_OPEN,
     TOOL_CLOSE,
+    TOOL_OPEN,
 )
 
 # Format-error kinds, as recorded in `info["format_error"]`, and the short message the policy

@@ -12,31 +12,25 @@ from __future__ import annotations
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
+from sao.tags import (  # noqa: F401  (re-exported with the tokenizer)
+    ALL_TAGS,
+    ANSWER_CLOSE,
+    ANSWER_OPEN,
+    OUTPUT_CLOSE,
+    OUTPUT_OPEN,
+    PYTHON_CLOSE,
+    PYTHON_OPEN,
+    TOOL_CLOSE,
+    TOOL_OPEN,
+)
+
 PAD = "<pad>"
 BOS = "<bos>"
 EOS = "<eos>"
 UNK = "<unk>"
 
-PYTHON_OPEN = "<python>"
-PYTHON_CLOSE = "</python>"
-OUTPUT_OPEN = "<output>"
-OUTPUT_CLOSE = "</output>"
-ANSWER_OPEN = "<answer>"
-ANSWER_CLOSE = "</answer>"
-TOOL_OPEN = "<tool>"
-TOOL_CLOSE = "</tool>"
-
 SPECIAL_TOKENS: tuple[str, ...] = (PAD, BOS, EOS, UNK)
-TAG_TOKENS: tuple[str, ...] = (
-    PYTHON_OPEN,
-    PYTHON_CLOSE,
-    OUTPUT_OPEN,
-    OUTPUT_CLOSE,
-    ANSWER_OPEN,
-    ANSWER_CLOSE,
-    TOOL_OPEN,
-    TOOL_CLOSE,
-)
+TAG_TOKENS: tuple[str, ...] = ALL_TAGS
 CHARACTERS: tuple[str, ...] = tuple(chr(c) for c in range(0x20, 0x7F)) + ("\n", "\t")
 
 

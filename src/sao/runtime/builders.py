@@ -56,6 +56,34 @@ def admission_ahead(config: SAOConfig) -> int:
     return config.rollout.max_ahead
 
 
+def build_agent_loop(
+    config: SAOConfig,
+    policy: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    seed: int,
+    version: int = 0,
+) -> AgentLoop:
+    """An engine (its own copy of `policy`, in `rollout.precision`) driven by an agent loop."""
+    engine = RolloutEngine(
+        policy,
+        tokenizer,
+        max_batch=config.rollout.concurrency,
+        precision=config.rollout.precision,
+        seed=seed,
+        version=version,
+    )
+    return AgentLoop(
+        engine,
+        tokenizer,
+        env_factory(config),
+        sampling_params(config),
+        max_tokens=config.env.max_tokens,
+        env_name=config.env.name,
+        env_workers=config.rollout.env_workers,
+    )
+
+
 def build_scheduler(
     config: SAOConfig,
     policy: PreTrainedModel,
@@ -66,23 +94,9 @@ def build_scheduler(
     version: int = 0,
     start_index: int = 0,
 ) -> Scheduler:
-    """Engine (its own copy of `policy`) + agent loop + scheduler for one rollout worker."""
-    engine = RolloutEngine(
-        policy,
-        tokenizer,
-        max_batch=config.rollout.concurrency,
-        precision=config.rollout.precision,
-        seed=config.train.seed + start_index,
-        version=version,
-    )
-    loop = AgentLoop(
-        engine,
-        tokenizer,
-        env_factory(config),
-        sampling_params(config),
-        max_tokens=config.env.max_tokens,
-        env_name=config.env.name,
-        env_workers=config.rollout.env_workers,
+    """Engine + agent loop + scheduler for one rollout worker."""
+    loop = build_agent_loop(
+        config, policy, tokenizer, seed=config.train.seed + start_index, version=version
     )
     return Scheduler(
         loop,

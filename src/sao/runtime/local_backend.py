@@ -26,8 +26,6 @@ from sao.runtime.scheduler import Scheduler
 from sao.runtime.transport import LocalTrajectoryQueue, LocalWeightChannel
 from sao.trajectory import Trajectory
 
-_IDLE_SLEEP_S = 0.002
-
 
 class LocalBackend:
     """Owns the queue, the weight channel and the rollout side; the learner stays with the caller.
@@ -134,29 +132,12 @@ class LocalBackend:
 
     def rollout_stats(self) -> dict[str, Any]:
         """Counters and the engine's idle fraction since `start`."""
-        stats = self.scheduler.stats
-        wall = max(1e-9, time.perf_counter() - self._started_at)
-        return {
-            "admitted": stats.admitted,
-            "completed": stats.completed,
-            "dropped": stats.dropped,
-            "weight_swaps": stats.weight_swaps,
-            "busy_s": stats.busy_s,
-            "engine_idle_frac": 1.0 - min(1.0, stats.busy_s / wall),
-            "next_index": self.scheduler.next_index,
-            "end_reasons": dict(stats.end_reasons),
-            "queued": self.queue.qsize(),
-            "in_flight": self.scheduler.loop.num_in_flight,
-        }
+        return {**self.scheduler.snapshot(self._started_at), "queued": self.queue.qsize()}
 
     # ------------------------------------------------------------------ rollout thread
     def _run(self) -> None:
         try:
-            while not self._stop.is_set():
-                self.scheduler.tick()
-                if self.scheduler.loop.num_in_flight == 0:
-                    # Admission bound reached: the learner is behind. Wait for new weights.
-                    time.sleep(_IDLE_SLEEP_S)
+            self.scheduler.run_until(self._stop)
         except BaseException as err:  # surfaced to the learner thread by _raise_if_failed
             self._error = err
 

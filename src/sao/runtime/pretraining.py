@@ -17,9 +17,7 @@ from sao.config import SAOConfig
 from sao.envs.registry import make_task_source
 from sao.learner.value_pretrain import pretrain_value
 from sao.models.critic import ValueModel
-from sao.rollout.agent_loop import AgentLoop
-from sao.rollout.engine import RolloutEngine
-from sao.runtime.builders import env_factory, sampling_params
+from sao.runtime.builders import build_agent_loop
 from sao.trajectory import Trajectory
 
 _PRETRAIN_SEED_OFFSET = 7_919
@@ -31,21 +29,8 @@ def sample_initial_trajectories(
     """`n` trajectories of the (frozen) initial policy on training tasks."""
     source = make_task_source(config.env.name, **config.env.task_options)
     tasks = source.train(n, config.train.seed + _PRETRAIN_SEED_OFFSET)
-    engine = RolloutEngine(
-        policy,
-        tokenizer,
-        max_batch=config.rollout.concurrency,
-        precision=config.rollout.precision,
-        seed=config.train.seed + _PRETRAIN_SEED_OFFSET,
-    )
-    loop = AgentLoop(
-        engine,
-        tokenizer,
-        env_factory(config),
-        sampling_params(config),
-        max_tokens=config.env.max_tokens,
-        env_name=config.env.name,
-        env_workers=config.rollout.env_workers,
+    loop = build_agent_loop(
+        config, policy, tokenizer, seed=config.train.seed + _PRETRAIN_SEED_OFFSET
     )
     try:
         return loop.run([(f"pretrain-{i}", t, {"index": -1 - i}) for i, t in enumerate(tasks)])

@@ -116,10 +116,7 @@ class RolloutWorker:
     def run(self) -> None:
         self.started_at = time.perf_counter()
         try:
-            while not self.stop_event.is_set():
-                self.scheduler.tick()
-                if self.scheduler.loop.num_in_flight == 0:
-                    time.sleep(0.002)
+            self.scheduler.run_until(self.stop_event)
         except Exception as err:  # reported through stats() to the driver
             self.error = repr(err)
 
@@ -128,20 +125,7 @@ class RolloutWorker:
         self.scheduler.close()
 
     def stats(self) -> dict[str, Any]:
-        s = self.scheduler.stats
-        wall = max(1e-9, time.perf_counter() - self.started_at)
-        return {
-            "admitted": s.admitted,
-            "completed": s.completed,
-            "dropped": s.dropped,
-            "weight_swaps": s.weight_swaps,
-            "busy_s": s.busy_s,
-            "engine_idle_frac": 1.0 - min(1.0, s.busy_s / wall),
-            "next_index": self.scheduler.next_index,
-            "end_reasons": dict(s.end_reasons),
-            "in_flight": self.scheduler.loop.num_in_flight,
-            "error": self.error,
-        }
+        return {**self.scheduler.snapshot(self.started_at), "error": self.error}
 
 
 @ray.remote(**_ACTOR)

@@ -13,14 +13,18 @@ synchronous training; asynchronous training with `max_staleness = 0` is therefor
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from sao.envs.base import Task
 from sao.rollout.agent_loop import AgentLoop
 from sao.runtime.transport import TrajectoryQueue, WeightChannel
 from sao.trajectory import Trajectory
+
+_IDLE_SLEEP_S = 0.002
 
 
 @dataclass
@@ -130,6 +134,30 @@ class Scheduler:
         self.stats.busy_s += time.perf_counter() - t0
         self._account_dropped()
         return self._route(completed)
+
+    def run_until(self, stop: threading.Event) -> None:
+        """Tick until `stop` is set; with nothing in flight (admission bound reached, i.e. the
+        learner is behind) wait briefly for new weights instead of spinning."""
+        while not stop.is_set():
+            self.tick()
+            if self.loop.num_in_flight == 0:
+                time.sleep(_IDLE_SLEEP_S)
+
+    def snapshot(self, started_at: float) -> dict[str, Any]:
+        """Counters, and the engine's idle fraction since `started_at` (a perf_counter time)."""
+        s = self.stats
+        wall = max(1e-9, time.perf_counter() - started_at)
+        return {
+            "admitted": s.admitted,
+            "completed": s.completed,
+            "dropped": s.dropped,
+            "weight_swaps": s.weight_swaps,
+            "busy_s": s.busy_s,
+            "engine_idle_frac": 1.0 - min(1.0, s.busy_s / wall),
+            "next_index": self.next_index,
+            "end_reasons": dict(s.end_reasons),
+            "in_flight": self.loop.num_in_flight,
+        }
 
     def close(self) -> None:
         """Release the agent loop's environment threads."""
