@@ -152,6 +152,23 @@ class TrainConfig(_Section):
     """Run directory; `{preset}` and `{env}` expand."""
 
 
+class SFTConfig(_Section):
+    steps: int = Field(600, ge=1)
+    """Warm-start optimizer steps."""
+    batch_size: int = Field(64, ge=1)
+    """Demonstrations per step."""
+    lr: float = Field(3e-3, gt=0.0, le=1.0)
+    """Peak learning rate (linear warm-up, then cosine to a tenth)."""
+    warmup_steps: int = Field(50, ge=0)
+    """Warm-up steps."""
+    num_demonstrations: int = Field(20_000, ge=1)
+    """Teacher demonstrations generated (sampled with replacement into batches)."""
+    weight_decay: float = Field(0.01, ge=0.0, le=1.0)
+    """AdamW weight decay."""
+    grad_clip: float = Field(1.0, gt=0.0)
+    """Global gradient-norm clip."""
+
+
 class SAOConfig(_Section):
     preset: str = "sao"
     """Name of the preset this config started from."""
@@ -162,6 +179,7 @@ class SAOConfig(_Section):
     actor: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-4))
     critic: CriticConfig = Field(default_factory=CriticConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> SAOConfig:

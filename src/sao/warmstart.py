@@ -10,31 +10,18 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from sao.config import SFTConfig, load_config
 from sao.envs.registry import make_demonstrations
 from sao.models.policy import build_tiny_policy, save_policy
 from sao.models.tokenizer import build_tokenizer
 
 Segments = list[tuple[str, bool]]
-
-
-@dataclass(frozen=True)
-class SFTConfig:
-    """Hyper-parameters of the warm start (defaults: about 3 minutes on 2 cores for calc)."""
-
-    steps: int = 600
-    batch_size: int = 64
-    lr: float = 3e-3
-    warmup_steps: int = 50
-    num_demonstrations: int = 20_000
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
 
 
 def encode_segments(
@@ -118,10 +105,18 @@ def default_warm_start_dir(env: str) -> Path:
 
 
 def warm_start(
-    env: str, out: str | Path, steps: int | None = None, seed: int = 0, progress: bool = True
+    env: str,
+    out: str | Path,
+    config: SFTConfig | None = None,
+    seed: int = 0,
+    progress: bool = True,
 ) -> Path:
-    """Build the tiny policy, train it on `env`'s demonstrations and save it to `out`."""
-    config = SFTConfig() if steps is None else SFTConfig(steps=steps)
+    """Build the tiny policy, train it on `env`'s demonstrations and save it to `out`.
+
+    `config` defaults to the environment's `sft` section (`sao/configs/ENV.yaml` over defaults).
+    """
+    if config is None:
+        config = load_config("sao", None, [f"env.name={env}"]).sft
     torch.manual_seed(seed)
     tokenizer = build_tokenizer()
     model = build_tiny_policy(tokenizer, seed=seed)
@@ -140,5 +135,7 @@ def warm_start(
 
 def run_sft_command(env: str, out: str | None, steps: int | None, seed: int) -> int:
     """`sao sft`: warm-start and save; prints where the policy went."""
-    warm_start(env, out or default_warm_start_dir(env), steps=steps, seed=seed)
+    overrides = [f"env.name={env}"] + ([f"sft.steps={steps}"] if steps is not None else [])
+    config = load_config("sao", None, overrides).sft
+    warm_start(env, out or default_warm_start_dir(env), config, seed=seed)
     return 0

@@ -52,7 +52,7 @@ def ensure_policy(config: SAOConfig) -> Path:
         print(
             f"sao train: no warm-start policy at {path}; running `sao sft --env {config.env.name}`"
         )
-        warm_start(config.env.name, path, seed=config.train.seed)
+        warm_start(config.env.name, path, config.sft, seed=config.train.seed)
     return path
 
 

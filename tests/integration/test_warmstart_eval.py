@@ -1,0 +1,46 @@
+"""Warm start and evaluation on the tiny model: loss masking, learning, saving, `sao eval` JSON."""
+
+import json
+
+from sao.cli import main
+from sao.config import SFTConfig
+from sao.envs.registry import make_demonstrations
+from sao.models.policy import build_tiny_policy
+from sao.models.tokenizer import build_tokenizer
+from sao.warmstart import encode_segments, train_sft, warm_start
+
+
+def test_loss_mask_covers_exactly_the_action_tokens():
+    tokenizer = build_tokenizer()
+    segments = [("Q: 1+1=?\n", False), ("<answer>2</answer>", True), ("<output>x</output>", False)]
+    ids, mask = encode_segments(tokenizer, segments)
+    assert ids[0] == tokenizer.bos_token_id
+    assert (
+        tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m]) == "<answer>2</answer>"
+    )
+    # BOS, nine characters, then tag-2-tag and tag-x-tag: tags are single tokens.
+    assert len(ids) == 1 + 9 + 3 + 3
+    assert mask == [0] * 10 + [1] * 3 + [0] * 3
+
+
+def test_sft_lowers_the_loss_on_demonstrations():
+    tokenizer = build_tokenizer()
+    model = build_tiny_policy(tokenizer, seed=0)
+    examples = make_demonstrations("calc", 64, seed=0)
+    config = SFTConfig(steps=40, batch_size=16, warmup_steps=5, num_demonstrations=64)
+    curve = train_sft(model, tokenizer, examples, config, progress=False)
+    assert len(curve) == 40
+    assert sum(curve[-5:]) / 5 < 0.7 * sum(curve[:5]) / 5
+
+
+def test_warm_start_saves_a_policy_that_sao_eval_scores(tmp_path):
+    out = tmp_path / "policy"
+    config = SFTConfig(steps=2, batch_size=4, warmup_steps=1, num_demonstrations=8)
+    warm_start("calc", out, config, progress=False)
+    assert (out / "config.json").exists() and (out / "sft_curve.txt").exists()
+    report = tmp_path / "eval.json"
+    assert main(["eval", "--model", str(out), "--n", "4", "--json", str(report)]) == 0
+    result = json.loads(report.read_text())
+    assert result["n"] == 4
+    assert {"accuracy", "mean_turns", "tool_call_rate", "format_error_rate"} <= set(result)
+    assert 0.0 <= result["accuracy"] <= 1.0 and result["mean_turns"] >= 1.0
