@@ -156,8 +156,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             extra.append(f"train.backend={args.backend}")
         if args.ray_address:
             extra.append(f"train.ray_address={args.ray_address}")
-        config = _config_from(args, extra)
-        return run_train_command(config, resume=args.resume)
+        if args.resume:
+            # The run's own config.yaml is the base; only what is given now overrides it.
+            overrides = [*args.overrides, *extra]
+            return run_train_command(None, resume=args.resume, overrides=overrides)
+        return run_train_command(_config_from(args, extra))
     raise AssertionError(f"unhandled command {args.command}")
 
 

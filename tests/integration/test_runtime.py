@@ -159,3 +159,15 @@ def test_both_backends_train_end_to_end(tiny_policy_dir, tmp_path, backend):
     assert len(logged) == summary["trajectories_completed"] >= 8
     # The learner's weights changed, so step 2's batch was scored by a different critic/policy.
     assert steps[0]["actor/entropy"] != steps[1]["actor/entropy"]
+
+
+def test_cli_resume_takes_the_saved_config_and_new_steps(tiny_policy_dir, tmp_path):
+    from sao.cli import main
+
+    run_dir = tmp_path / "run"
+    flags = [arg for item in [*SMALL, f"model.path={tiny_policy_dir}"] for arg in ("--set", item)]
+    assert main(["train", "--out", str(run_dir), "--steps", "1", *flags]) == 0
+    # Only --steps is given again: everything else (batch size, model) comes from config.yaml.
+    assert main(["train", "--resume", str(run_dir), "--steps", "2"]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["trajectories_trained"] == 8

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from tqdm import tqdm
 
 from sao.config import SAOConfig, load_config, save_config
@@ -87,14 +88,24 @@ def _eval_metrics(result: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def run_train_command(config: SAOConfig, resume: str | None = None) -> int:
-    """Entry point of `sao train` (see the module docstring)."""
+def run_train_command(
+    config: SAOConfig | None, resume: str | None = None, overrides: list[str] | None = None
+) -> int:
+    """Entry point of `sao train` (see the module docstring).
+
+    With `resume`, the run's saved `config.yaml` is loaded and `overrides` (e.g. a larger
+    `train.steps`) are applied over it; `config` is then ignored.
+    """
     if resume:
         run_dir = Path(resume)
         if not (run_dir / "config.yaml").exists():
             raise SystemExit(f"sao train: --resume {run_dir} has no config.yaml")
-        config = load_config(config.preset, run_dir / "config.yaml")
+        saved = yaml.safe_load((run_dir / "config.yaml").read_text())
+        config = load_config(saved.get("preset", "sao"), run_dir / "config.yaml", overrides or [])
+        save_config(config, run_dir / "config.yaml")
     else:
+        if config is None:
+            raise ValueError("run_train_command: a config is needed unless resuming")
         run_dir = config.run_dir()
         if (run_dir / "checkpoints" / "latest").exists():
             raise SystemExit(
