@@ -153,7 +153,7 @@ class TrainConfig(_Section):
 
 
 class SFTConfig(_Section):
-    steps: int = Field(600, ge=1)
+    steps: int = Field(500, ge=1)
     """Warm-start optimizer steps."""
     batch_size: int = Field(64, ge=1)
     """Demonstrations per step."""
