@@ -7,13 +7,19 @@ steps). Both are timed interleaved, after a warm-up, `--repeats` times; medians 
 `overhead_ratio` = median step / median bare; the padding fraction of the batch is printed too
 (trajectories of mixed lengths are right-padded to the longest).
 
-    python benchmarks/learner.py [--batch 32] [--repeats 5] [--device cpu] [--threads N]
-        [--json PATH]
+The step runs its passes over length-sorted chunks (`train.micro_batch_tokens`); a second learner
+with one full-batch pass per forward is timed in the same rounds, and `chunked_speedup` = median
+one-pass step / median chunked step. `--shape code_repair` draws longer multi-turn trajectories
+(~150 to ~1000 tokens) like that environment's, where padding is the larger share.
+
+    python benchmarks/learner.py [--batch 32] [--repeats 5] [--shape calc|code_repair]
+        [--device cpu] [--threads N] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import random
 import statistics
@@ -30,20 +36,27 @@ from sao.models import build_tiny_policy, build_tokenizer, token_logprobs
 from sao.models.critic import ValueModel
 from sao.trajectory import Batch, Trajectory, collate
 
+# (prompt, turns, action, observation, final answer) token ranges of each shape.
+SHAPES = {
+    "calc": ((12, 32), (1, 3), (8, 48), (4, 16), (4, 24)),
+    "code_repair": ((120, 220), (1, 7), (6, 60), (4, 160), (4, 12)),
+}
+
 
 def synthetic_trajectories(
-    policy: PreTrainedModel, vocab_size: int, count: int, seed: int
+    policy: PreTrainedModel, vocab_size: int, count: int, seed: int, shape: str = "calc"
 ) -> list[Trajectory]:
-    """Multi-turn trajectories of mixed lengths (about 40 to 200 tokens) with the policy's own
-    log-probs, so the DIS ratios are 1 as after a fresh rollout."""
+    """Multi-turn trajectories of mixed lengths (calc: about 40 to 200 tokens; code_repair: about
+    150 to 1000) with the policy's own log-probs, so the DIS ratios are 1 as after a rollout."""
+    prompt, turns, action, observation, answer = SHAPES[shape]
     rng = random.Random(seed)
     device = next(policy.parameters()).device
     out = []
     for i in range(count):
-        mask = [0] * rng.randint(12, 32)
-        for _ in range(rng.randint(1, 3)):  # turns: an action, then an observation
-            mask += [1] * rng.randint(8, 48) + [0] * rng.randint(4, 16)
-        mask += [1] * rng.randint(4, 24)  # the final answer
+        mask = [0] * rng.randint(*prompt)
+        for _ in range(rng.randint(*turns)):  # turns: an action, then an observation
+            mask += [1] * rng.randint(*action) + [0] * rng.randint(*observation)
+        mask += [1] * rng.randint(*answer)  # the final answer
         ids = [rng.randrange(vocab_size) for _ in mask]
         with torch.no_grad():
             tensor = torch.tensor([ids], device=device)
@@ -95,6 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=32, help="trajectories per step")
     parser.add_argument("--repeats", type=int, default=5, help="timed repetitions (median)")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="calc")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: default)")
     parser.add_argument("--seed", type=int, default=0)
@@ -109,8 +123,10 @@ def main() -> None:
     tokenizer = build_tokenizer()
     policy = build_tiny_policy(tokenizer, seed=args.seed).to(device)
     config = load_config("sao")
-    trajectories = synthetic_trajectories(policy, len(tokenizer), args.batch, args.seed)
+    trajectories = synthetic_trajectories(policy, len(tokenizer), args.batch, args.seed, args.shape)
     learner = Learner(policy, config, pad_token_id=tokenizer.pad_token_id)
+    one_pass_config = load_config("sao", overrides=["train.micro_batch_tokens=100000000"])
+    one_pass = Learner(copy.deepcopy(policy), one_pass_config, pad_token_id=tokenizer.pad_token_id)
     assert learner.critic is not None
     batch = collate(trajectories, tokenizer.pad_token_id)
     batch = Batch(**{k: v.to(device) for k, v in vars(batch).items()})
@@ -122,13 +138,19 @@ def main() -> None:
     def bare() -> None:
         bare_passes(policy, learner.critic, batch, k_updates)
 
+    def one_pass_step() -> None:
+        one_pass.step(trajectories)
+
     # Warm-up: first calls pay one-off allocation and dispatch costs.
     step()
     bare()
-    step_times, bare_times = [], []
+    one_pass_step()
+    step_times, bare_times, one_pass_times = [], [], []
     for _ in range(args.repeats):
         step_times.append(timed(step, device))
         bare_times.append(timed(bare, device))
+        one_pass_times.append(timed(one_pass_step, device))
+    one_pass_s = statistics.median(t[0] for t in one_pass_times)
 
     step_s, bare_s = (statistics.median(t[0] for t in times) for times in (step_times, bare_times))
     step_cpu, bare_cpu = (
@@ -149,6 +171,10 @@ def main() -> None:
         "bare_cpu_s_median": bare_cpu,
         "overhead_ratio_cpu": step_cpu / bare_cpu,
         "padding_frac": batch.padding_frac,
+        "shape": args.shape,
+        "micro_batch_tokens": config.train.micro_batch_tokens,
+        "one_pass_step_s_median": one_pass_s,
+        "chunked_speedup": one_pass_s / step_s,
     }
     for key, value in result.items():
         print(f"{key:>18}: {value:.4f}" if isinstance(value, float) else f"{key:>18}: {value}")

@@ -140,6 +140,10 @@ class TrainConfig(_Section):
     """B: trajectories per learner step."""
     steps: int = Field(60, ge=0)
     """Learner steps."""
+    micro_batch_tokens: int = Field(4096, ge=1)
+    """Padded tokens per learner forward pass at most: a batch's rows are sorted by length and
+    cut into passes of this size, each trimmed to its own longest row. Same result as one
+    full-batch pass, with compute and activation memory following the real tokens."""
     eval_every: int = Field(20, ge=0)
     """Held-out eval every N steps (0: only at start and end)."""
     eval_n: int = Field(200, ge=1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import torch
@@ -28,6 +28,7 @@ from sao.core.advantages import (
 )
 from sao.core.losses import dis_policy_loss, ppo_clip_policy_loss, value_loss
 from sao.core.metrics import explained_variance, masked_mean
+from sao.learner.chunking import chunked_forward
 from sao.learner.optim import apply_gradients, build_optimizer, trainable_parameters
 from sao.models.critic import ValueModel, freeze_modules
 from sao.models.policy import token_logprobs_and_entropy
@@ -103,7 +104,7 @@ class Learner:
         # forward (the critic does not change before then), which saves one full pass.
         critic_values = None
         if self.critic is not None:
-            critic_values = self.critic(batch.input_ids, batch.attention_mask)
+            critic_values = self._forward(self.critic, batch)
         values = critic_values.detach() if critic_values is not None else None
 
         advantages, returns = self._advantages(batch, trajectories, values)
@@ -112,8 +113,10 @@ class Learner:
         metrics["actor/advantage_mean"] = masked_mean(advantages, mask)
 
         # One actor update, log-probs of the tempered distribution the engine sampled from.
-        logprobs, entropy = token_logprobs_and_entropy(
-            self.policy, batch.input_ids, batch.attention_mask, self.config.rollout.temperature
+        temperature = self.config.rollout.temperature
+        logprobs, entropy = self._forward(
+            lambda ids, attn: token_logprobs_and_entropy(self.policy, ids, attn, temperature),
+            batch,
         )
         window = {"eps_low": algo.eps_low, "eps_high": algo.eps_high, "agg": algo.agg}
         if algo.policy_loss == "dis":
@@ -144,7 +147,7 @@ class Learner:
             critic_steps: list[dict[str, float]] = []
             for k in range(critic_cfg.k_updates):
                 if k > 0:
-                    critic_values = self.critic(batch.input_ids, batch.attention_mask)
+                    critic_values = self._forward(self.critic, batch)
                 vf_loss, vf_metrics = value_loss(
                     critic_values, returns, mask, values, critic_cfg.value_clip, algo.agg
                 )
@@ -198,6 +201,12 @@ class Learner:
             assert self.baseline is not None
             advantages = broadcast_to_tokens(self.baseline.advantages(batch.scores), mask)
         return advantages, returns
+
+    def _forward(self, fn: Callable[[Tensor, Tensor], Any], batch: Batch) -> Any:
+        """`fn(input_ids, attention_mask)` over the batch in length-sorted, trimmed passes."""
+        return chunked_forward(
+            fn, batch.input_ids, batch.attention_mask, self.config.train.micro_batch_tokens
+        )
 
     def _to_device(self, batch: Batch) -> Batch:
         moved = {f.name: getattr(batch, f.name).to(self.device) for f in dataclasses.fields(batch)}

@@ -17,6 +17,7 @@ from sao.config import SAOConfig
 from sao.core.advantages import token_gae
 from sao.core.losses import value_loss
 from sao.core.metrics import explained_variance
+from sao.learner.chunking import chunked_forward
 from sao.learner.optim import apply_gradients, build_optimizer
 from sao.models.critic import ValueModel
 from sao.trajectory import Trajectory, collate
@@ -81,7 +82,12 @@ def pretrain_value(
                 order = torch.randperm(len(trajectories), generator=generator).tolist()
             chosen, order = order[:batch_size], order[batch_size:]
             batch = collate([trajectories[i] for i in chosen], pad_token_id)
-            values = critic(batch.input_ids.to(device), batch.attention_mask.to(device))
+            values = chunked_forward(
+                critic,
+                batch.input_ids.to(device),
+                batch.attention_mask.to(device),
+                config.train.micro_batch_tokens,
+            )
             targets = torch.zeros_like(values)
             for row, i in enumerate(chosen):
                 targets[row, : len(returns[i])] = returns[i]
