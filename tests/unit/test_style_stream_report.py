@@ -1,5 +1,8 @@
 """style_stream in a run: per-batch style shares, and the adaptation lag read off logged rows."""
 
+import pytest
+
+from sao.envs.style_stream_metrics import phase_end_levels
 from sao.envs.style_stream_report import report, step_metrics
 from sao.envs.style_stream_styles import STYLES
 from sao.trajectory import Trajectory
@@ -49,4 +52,14 @@ def test_report_finds_switches_and_lags(tmp_path):
     # Back to 80% of 0.8 once the mean of the 3 steps ending at t reaches 0.64: at t = 11 it is
     # (0.3 + 0.7 + 0.8) / 3 = 0.6, at t = 12 it is 0.77, so the lag is 12 - 7.
     assert out["style_adaptation_lag"] == [5]
+    # Closing levels: steps 4-6 of the first phase, steps 10-12 of the second.
+    assert out["style_phase_end_reward"] == pytest.approx([0.8, (0.7 + 0.8 + 0.8) / 3])
     assert (tmp_path / "plots" / "style_shares.png").exists()
+
+
+def test_phase_end_levels_cover_every_phase_and_empty_ones():
+    rewards = {1: 0.1, 2: 0.2, 3: 0.3, 4: 0.4, 9: 0.9}
+    assert phase_end_levels(rewards, [3], window=2) == pytest.approx([0.15, (0.4 + 0.9) / 2])
+    assert phase_end_levels(rewards, [5, 6], window=2)[1] is None
+    with pytest.raises(ValueError, match="window"):
+        phase_end_levels(rewards, [3], window=0)

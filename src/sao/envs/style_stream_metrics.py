@@ -116,6 +116,21 @@ def adaptation_lag(
     return lags
 
 
+def phase_end_levels(
+    rewards_by_step: Mapping[int, float], switch_steps: Sequence[int], window: int = 3
+) -> list[float | None]:
+    """Mean reward of the last `window` steps of each phase (before the first switch, between
+    switches, after the last): how high each phase got. None for a phase with no step."""
+    if not isinstance(window, int) or window < 1:
+        raise ValueError(f"window: must be an int >= 1, got {window!r}")
+    bounds = [-math.inf, *switch_steps, math.inf]
+    levels: list[float | None] = []
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        steps = sorted(t for t in rewards_by_step if start <= t < end)[-window:]
+        levels.append(_mean([rewards_by_step[t] for t in steps]) if steps else None)
+    return levels
+
+
 def plot_style_shares(
     rows: Sequence[Mapping[str, Any]],
     switch_steps: Sequence[int],

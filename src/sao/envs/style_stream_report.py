@@ -10,7 +10,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sao.envs.style_stream_metrics import NO_STYLE, adaptation_lag, plot_style_shares
+from sao.envs.style_stream_metrics import (
+    NO_STYLE,
+    adaptation_lag,
+    phase_end_levels,
+    plot_style_shares,
+)
 from sao.envs.style_stream_styles import STYLES
 from sao.trajectory import Trajectory
 
@@ -27,7 +32,12 @@ def step_metrics(batch: list[Trajectory]) -> dict[str, float]:
 
 
 def report(run_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Adaptation lag after each switch, and the Figure-5-style plot of style shares."""
+    """Adaptation lag after each switch, each phase's closing reward, and the Figure-5-style plot
+    of style shares.
+
+    A lag is only as meaningful as the level it recovers: after a phase that never learnt the
+    preferred style (closing reward near the teacher's 1/len(styles)), a short lag says little,
+    so the report gives each phase's closing reward beside the lags."""
     steps = [r for r in rows if "style/preferred_index" in r]
     if not steps:
         return {}
@@ -47,5 +57,6 @@ def report(run_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "style_switch_steps": switches,
         "style_adaptation_lag": lags,
+        "style_phase_end_reward": phase_end_levels(rewards, switches),
         "style_judge_errors": int(sum(r.get("style/judge_errors", 0) for r in steps)),
     }
