@@ -83,7 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--env", default="calc")
     ev.add_argument("--n", type=int, default=200, help="held-out tasks")
     ev.add_argument("--json", dest="json_path", help="also write the results as JSON")
-    ev.add_argument("--temperature", type=float, default=1.0)
+    ev.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="sampling temperature (default: the env's rollout.temperature, as in training)",
+    )
     ev.add_argument("--seed", type=int, default=0)
     _add_import_flag(ev)
 

@@ -90,7 +90,7 @@ def evaluate(
 
 
 def run_eval_command(
-    model: str, env: str, n: int, json_path: str | None, temperature: float, seed: int
+    model: str, env: str, n: int, json_path: str | None, temperature: float | None, seed: int
 ) -> int:
     """`sao eval`: load a saved policy, evaluate it, print and optionally write JSON."""
     from sao.config import load_config
@@ -106,7 +106,7 @@ def run_eval_command(
         tokenizer,
         env,
         n,
-        temperature=temperature,
+        temperature=config.rollout.temperature if temperature is None else temperature,
         max_new_tokens=config.rollout.max_new_tokens,
         max_tokens=config.env.max_tokens,
         env_options={"max_turns": config.env.max_turns, **config.env.options},
