@@ -161,6 +161,10 @@ class SFTConfig(_Section):
     """Warm-start optimizer steps."""
     batch_size: int = Field(64, ge=1)
     """Demonstrations per step."""
+    group_by_length: bool = False
+    """Draw batches of similar lengths (less padding, ~2.5x faster steps on code_repair). Off by
+    default: on calc, whose lengths track the kind of demonstration, it left the loss near 1.5
+    at step 250 where random batches reach 0.35."""
     lr: float = Field(3e-3, gt=0.0, le=1.0)
     """Peak learning rate (linear warm-up, then cosine to a tenth)."""
     warmup_steps: int = Field(50, ge=0)

@@ -51,7 +51,7 @@ def length_grouped_batches(
     Each round draws `group * batch_size` indices at random, sorts them by length, cuts them into
     `group` batches and yields those in random order. Every row is still drawn uniformly, but a
     batch pads to its own longest row instead of a random batch's: on `code_repair`, whose
-    demonstrations run from ~250 to ~850 tokens, this halves the tokens an SFT step computes.
+    demonstrations run from ~250 to ~850 tokens, this halves the tokens an SFT step computes (`sft.group_by_length`).
     """
     if not lengths or batch_size < 1:
         raise ValueError("length_grouped_batches: need rows and batch_size >= 1")
@@ -105,7 +105,13 @@ def train_sft(
     model.train()
     curve: list[float] = []
     bar = tqdm(range(config.steps), desc="sft", disable=not progress, dynamic_ncols=True)
-    batches = length_grouped_batches([len(ids) for ids, _ in encoded], config.batch_size, rng)
+    lengths = [len(ids) for ids, _ in encoded]
+    size = min(config.batch_size, len(encoded))
+    batches = (
+        length_grouped_batches(lengths, size, rng)
+        if config.group_by_length
+        else iter(lambda: rng.sample(range(len(encoded)), size), None)
+    )
     for _ in bar:
         batch = [encoded[i] for i in next(batches)]
         input_ids = _pad([ids for ids, _ in batch], tokenizer.pad_token_id)
