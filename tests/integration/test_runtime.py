@@ -9,7 +9,7 @@ import torch
 
 from sao.config import load_config
 from sao.learner.step import Learner
-from sao.models.policy import build_tiny_policy, save_policy
+from sao.models.policy import build_tiny_policy, load_policy, save_policy
 from sao.models.tokenizer import build_tokenizer
 from sao.runtime.local_backend import LocalBackend
 from sao.runtime.run_dir import read_trajectories
@@ -159,6 +159,14 @@ def test_both_backends_train_end_to_end(tiny_policy_dir, tmp_path, backend):
     assert len(logged) == summary["trajectories_completed"] >= 8
     # The learner's weights changed, so step 2's batch was scored by a different critic/policy.
     assert steps[0]["actor/entropy"] != steps[1]["actor/entropy"]
+    # The trained policy is saved like a warm start, with the learner's final weights.
+    saved, _ = load_policy(tmp_path / "policy")
+    start, _ = load_policy(tiny_policy_dir)
+    final = torch.load(tmp_path / "checkpoints" / "step_2" / "learner.pt", weights_only=False)
+    for name, tensor in saved.state_dict().items():
+        assert torch.equal(tensor, final["policy"][name]), name
+    pairs = zip(saved.parameters(), start.parameters(), strict=True)
+    assert any(not torch.equal(a, b) for a, b in pairs)
 
 
 def test_cli_resume_takes_the_saved_config_and_new_steps(tiny_policy_dir, tmp_path):

@@ -27,7 +27,7 @@ from sao.envs.registry import run_hooks
 from sao.evaluation import evaluate
 from sao.learner.step import Learner
 from sao.models.critic import ValueModel
-from sao.models.policy import load_policy
+from sao.models.policy import load_policy, save_policy
 from sao.runtime.backends import make_backend
 from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics
 from sao.runtime.pretraining import run_value_pretraining
@@ -218,6 +218,10 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
         backend.close()
         metrics_log.close()
 
+    # The trained policy in the same format as a warm start: `sao eval --model RUN_DIR/policy`,
+    # or `model.path` of another run.
+    policy.load_state_dict(learner.policy_state_dict())
+    save_policy(policy, tokenizer, run_dir / "policy")
     summary = _summary(config, run_dir, book, last_eval, time.time() - t_start, in_flight)
     rows = read_metrics(run_dir)
     plot_metrics(rows, run_dir / "plots", title=f"{config.preset} on {config.env.name}:")
