@@ -76,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     sft.add_argument("--out", help="output directory (default: checkpoints/warm_start_<env>)")
     sft.add_argument("--steps", type=int, help="SFT optimizer steps")
     sft.add_argument("--seed", type=int, default=0)
+    sft.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="dotted override of the sft section, e.g. --set sft.group_by_length=true",
+    )
     _add_import_flag(sft)
 
     ev = sub.add_parser("eval", help="held-out pass@1 of a policy (sampled)")
@@ -137,7 +145,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "sft":
         from sao.warmstart import run_sft_command
 
-        return run_sft_command(env=args.env, out=args.out, steps=args.steps, seed=args.seed)
+        return run_sft_command(
+            env=args.env, out=args.out, steps=args.steps, seed=args.seed, overrides=args.overrides
+        )
     if args.command == "eval":
         from sao.evaluation import run_eval_command
 

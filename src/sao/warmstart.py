@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -162,9 +162,12 @@ def warm_start(
     return out
 
 
-def run_sft_command(env: str, out: str | None, steps: int | None, seed: int) -> int:
+def run_sft_command(
+    env: str, out: str | None, steps: int | None, seed: int, overrides: Sequence[str] = ()
+) -> int:
     """`sao sft`: warm-start and save; prints where the policy went."""
-    overrides = [f"env.name={env}"] + ([f"sft.steps={steps}"] if steps is not None else [])
+    overrides = [f"env.name={env}", *overrides]
+    overrides += [f"sft.steps={steps}"] if steps is not None else []
     config = load_config("sao", None, overrides).sft
     warm_start(env, out or default_warm_start_dir(env), config, seed=seed)
     return 0

@@ -33,3 +33,25 @@ def test_unknown_environment_names_the_known_ones(capsys, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "env.name: unknown environment 'nope'; known: calc, code_repair" in err
+
+
+def test_sft_takes_overrides_and_names_a_bad_one(capsys):
+    assert main(["sft", "--env", "calc", "--set", "sft.group_by_length=maybe"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("sao: config error: sft.group_by_length:")
+
+
+def test_sft_overrides_reach_the_sft_config(monkeypatch, tmp_path):
+    import sao.warmstart
+
+    seen = {}
+    monkeypatch.setattr(
+        sao.warmstart,
+        "warm_start",
+        lambda env, out, config, seed: seen.update(env=env, config=config),
+    )
+    argv = ["sft", "--env", "code_repair", "--out", str(tmp_path), "--steps", "7"]
+    assert main([*argv, "--set", "sft.group_by_length=true"]) == 0
+    assert seen["env"] == "code_repair"
+    assert seen["config"].group_by_length is True and seen["config"].steps == 7
+    assert seen["config"].batch_size == 32  # code_repair's packaged sft section still applies
