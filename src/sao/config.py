@@ -162,11 +162,10 @@ class SFTConfig(_Section):
     batch_size: int = Field(64, ge=1)
     """Demonstrations per step."""
     group_by_length: bool = False
-    """Draw batches of similar lengths (less padding, ~2.5x faster steps on code_repair). Off by
-    default: on calc, whose lengths track the kind of demonstration, the batch loss was still
-    near 1.5 at step 250 where random batches reach 0.35 (batches of one kind also have their
-    own loss level; the resulting policy was not evaluated), and every measured warm start used
-    random batches."""
+    """Draw batches of similar lengths: less padding and faster steps, but batches of one kind of
+    demonstration. Off by default, as measured: on code_repair 400 grouped steps gave held-out
+    pass@1 0.155 (n=400) where random batches give 0.205; on calc the batch loss was still near
+    1.5 at step 250 where random batches reach 0.35."""
     lr: float = Field(3e-3, gt=0.0, le=1.0)
     """Peak learning rate (linear warm-up, then cosine to a tenth)."""
     warmup_steps: int = Field(50, ge=0)
