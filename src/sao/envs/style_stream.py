@@ -43,7 +43,7 @@ from sao.envs.style_stream_styles import (
 from sao.envs.text_protocol import ANSWER_CLOSE, FORMAT_ERROR_MESSAGES, parse_action, wrap_output
 
 DEFAULT_SCHEDULE: tuple[str, ...] = ("cute", "chuunibyou", "classical")
-DEFAULT_SWITCH_EVERY = 640
+DEFAULT_SWITCH_EVERY = 1280
 
 
 def preferred_style_at(index: int, schedule: Sequence[str], switch_every: int) -> tuple[str, int]:
