@@ -28,7 +28,8 @@ from sao.envs.registry import (
     register_env,
     register_task_source,
 )
-from sao.envs.text_protocol import ANSWER_CLOSE, ANSWER_OPEN, parse_action, wrap_output
+from sao.envs.text_protocol import parse_action, wrap_output
+from sao.tags import ANSWER_CLOSE, ANSWER_OPEN
 
 
 class ReverseTaskSource(HashSplitTaskSource):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sao.envs.base import StepResult, Task
 from sao.envs.calc import CalcEnv, CalcTaskSource
 from sao.envs.calc_problems import evaluate_expression
-from sao.envs.text_protocol import ALL_TAGS
+from sao.tags import ALL_TAGS
 
 
 @dataclass

@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sao.envs.text_protocol import (
-    ALL_TAGS,
     ParsedAction,
     clean_text,
     numbers_match,
@@ -18,6 +17,7 @@ from sao.envs.text_protocol import (
     truncate,
     wrap_output,
 )
+from sao.tags import ALL_TAGS
 
 
 @pytest.mark.parametrize(

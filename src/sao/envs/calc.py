@@ -31,15 +31,14 @@ from sao.envs.base import (
 )
 from sao.envs.calc_problems import DIFFICULTIES, generate_problem
 from sao.envs.text_protocol import (
-    ANSWER_CLOSE,
     FORMAT_ERROR_MESSAGES,
-    PYTHON_CLOSE,
     numbers_match,
     parse_action,
     parse_number,
     wrap_output,
 )
 from sao.envs.tool_runner import PythonRunner, ToolOutcome, describe_result, sandbox_runner
+from sao.tags import ANSWER_CLOSE, PYTHON_CLOSE
 
 logger = logging.getLogger(__name__)
 

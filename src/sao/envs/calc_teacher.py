@@ -31,14 +31,7 @@ from sao.envs.base import Task
 from sao.envs.calc import CalcEnv, CalcTaskSource
 from sao.envs.calc_problems import DIFFICULTIES, evaluate_expression
 from sao.envs.demonstration import TeacherTrajectory, Turn, probability
-from sao.envs.text_protocol import (
-    ANSWER_CLOSE,
-    ANSWER_OPEN,
-    OUTPUT_CLOSE,
-    OUTPUT_OPEN,
-    PYTHON_CLOSE,
-    PYTHON_OPEN,
-)
+from sao.tags import ANSWER_CLOSE, ANSWER_OPEN, OUTPUT_CLOSE, OUTPUT_OPEN, PYTHON_CLOSE, PYTHON_OPEN
 
 DEFAULT_MENTAL_ACCURACY: dict[int, float] = {1: 0.5, 2: 0.15, 3: 0.05, 4: 0.1}
 _TOKEN = re.compile(r"\d+|[-+*/()]")

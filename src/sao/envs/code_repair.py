@@ -34,8 +34,9 @@ from sao.envs.code_repair_protocol import (
     parse_command,
     read_report,
 )
-from sao.envs.text_protocol import TOOL_CLOSE, wrap_output
+from sao.envs.text_protocol import wrap_output
 from sao.envs.tool_runner import PythonRunner, describe_result, sandbox_runner
+from sao.tags import TOOL_CLOSE
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sao.envs.text_protocol import TOOL_CLOSE, TOOL_OPEN
+from sao.tags import TOOL_CLOSE, TOOL_OPEN
 
 COMMANDS = ("view", "replace", "test", "submit")
 

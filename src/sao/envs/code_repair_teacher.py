@@ -36,7 +36,7 @@ from sao.envs.code_repair_bugs import LINE_FAMILIES, line_mutations, variables_o
 from sao.envs.code_repair_protocol import HARNESS_BODY, apply_replace, split_harness
 from sao.envs.code_repair_tasks import CodeRepairTaskSource
 from sao.envs.demonstration import TeacherTrajectory, Turn, probability
-from sao.envs.text_protocol import TOOL_CLOSE, TOOL_OPEN
+from sao.tags import TOOL_CLOSE, TOOL_OPEN
 
 ATTEMPTS = ("correct", "wrong_fix", "wrong_line")
 

@@ -35,13 +35,8 @@ from sao.envs.base import (
     in_test_split,
     stable_id,
 )
-from sao.envs.text_protocol import (
-    ANSWER_CLOSE,
-    ANSWER_OPEN,
-    FORMAT_ERROR_MESSAGES,
-    parse_action,
-    wrap_output,
-)
+from sao.envs.text_protocol import FORMAT_ERROR_MESSAGES, parse_action, wrap_output
+from sao.tags import ANSWER_CLOSE, ANSWER_OPEN
 
 _TRAIN_SEED_BASE = 1_000
 _TEST_SEED_BASE = 2**31

@@ -40,7 +40,8 @@ from sao.envs.style_stream_styles import (
     SUBJECTS,
     validate_styles,
 )
-from sao.envs.text_protocol import ANSWER_CLOSE, FORMAT_ERROR_MESSAGES, parse_action, wrap_output
+from sao.envs.text_protocol import FORMAT_ERROR_MESSAGES, parse_action, wrap_output
+from sao.tags import ANSWER_CLOSE
 
 DEFAULT_SCHEDULE: tuple[str, ...] = ("cute", "chuunibyou", "classical")
 DEFAULT_SWITCH_EVERY = 1280

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sao.envs.base import Task
 from sao.envs.style_stream import StyleStreamEnv, StyleStreamTaskSource
 from sao.envs.style_stream_styles import SUBJECTS
-from sao.envs.text_protocol import ANSWER_CLOSE, ANSWER_OPEN
+from sao.tags import ANSWER_CLOSE, ANSWER_OPEN
 
 REPLIES: dict[str, tuple[str, ...]] = {
     "cute": (

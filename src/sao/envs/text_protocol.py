@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
-from sao.tags import (  # noqa: F401  (re-exported for the environments)
+from sao.tags import (
     ALL_TAGS,
     ANSWER_CLOSE,
     ANSWER_OPEN,
@@ -19,8 +19,6 @@ from sao.tags import (  # noqa: F401  (re-exported for the environments)
     OUTPUT_OPEN,
     PYTHON_CLOSE,
     PYTHON_OPEN,
-    TOOL_CLOSE,
-    TOOL_OPEN,
 )
 
 # Format-error kinds, as recorded in `info["format_error"]`, and the short message the policy

@@ -12,17 +12,7 @@ from __future__ import annotations
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from sao.tags import (  # noqa: F401  (re-exported with the tokenizer)
-    ALL_TAGS,
-    ANSWER_CLOSE,
-    ANSWER_OPEN,
-    OUTPUT_CLOSE,
-    OUTPUT_OPEN,
-    PYTHON_CLOSE,
-    PYTHON_OPEN,
-    TOOL_CLOSE,
-    TOOL_OPEN,
-)
+from sao.tags import ALL_TAGS
 
 PAD = "<pad>"
 BOS = "<bos>"
