@@ -14,15 +14,14 @@ from sao.config import PRESET_DESCRIPTIONS, ConfigError, load_config
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="sao", help="preset name (see `sao presets`)")
     parser.add_argument("--config", dest="config_path", help="YAML file merged over the preset")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="dotted override, e.g. --set algo.eps_low=0.2 (repeatable)",
-    )
+    _add_set_flag(parser, "dotted override, e.g. --set algo.eps_low=0.2 (repeatable)")
     parser.add_argument("--env", help="environment (shortcut for --set env.name=...)")
+
+
+def _add_set_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text
+    )
 
 
 def _add_import_flag(parser: argparse.ArgumentParser) -> None:
@@ -76,14 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     sft.add_argument("--out", help="output directory (default: checkpoints/warm_start_<env>)")
     sft.add_argument("--steps", type=int, help="SFT optimizer steps")
     sft.add_argument("--seed", type=int, default=0)
-    sft.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="dotted override of the sft section, e.g. --set sft.group_by_length=true",
-    )
+    _add_set_flag(sft, "dotted override, e.g. --set sft.group_by_length=true (repeatable)")
     _add_import_flag(sft)
 
     ev = sub.add_parser("eval", help="held-out pass@1 of a policy (sampled)")
