@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     sft.add_argument("--out", help="output directory (default: checkpoints/warm_start_<env>)")
     sft.add_argument("--steps", type=int, help="SFT optimizer steps")
     sft.add_argument("--seed", type=int, default=0)
-    _add_set_flag(sft, "dotted override, e.g. --set sft.group_by_length=true (repeatable)")
+    _add_set_flag(sft, "dotted override, e.g. --set sft.steps=200 (repeatable)")
     _add_import_flag(sft)
 
     ev = sub.add_parser("eval", help="held-out pass@1 of a policy (sampled)")

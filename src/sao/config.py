@@ -161,11 +161,9 @@ class SFTConfig(_Section):
     """Warm-start optimizer steps."""
     batch_size: int = Field(64, ge=1)
     """Demonstrations per step."""
-    group_by_length: bool = False
-    """Draw batches of similar lengths: less padding and faster steps, but batches of one kind of
-    demonstration. Off by default, as measured: on code_repair 400 grouped steps gave held-out
-    pass@1 0.155 (n=400) where random batches give 0.205; on calc the batch loss was still near
-    1.5 at step 250 where random batches reach 0.35."""
+    micro_batch_tokens: int = Field(4096, ge=1)
+    """Padded tokens per forward pass at most: a batch runs in length-sorted passes with the same
+    loss as one padded pass (see `train.micro_batch_tokens`)."""
     lr: float = Field(3e-3, gt=0.0, le=1.0)
     """Peak learning rate (linear warm-up, then cosine to a tenth)."""
     warmup_steps: int = Field(50, ge=0)

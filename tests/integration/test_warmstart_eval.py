@@ -2,12 +2,20 @@
 
 import json
 
+import torch
+
 from sao.cli import main
 from sao.config import SFTConfig
 from sao.envs.registry import make_demonstrations
 from sao.models.policy import build_tiny_policy
 from sao.models.tokenizer import build_tokenizer
-from sao.warmstart import encode_segments, train_sft, warm_start
+from sao.warmstart import (
+    collate_demonstrations,
+    encode_segments,
+    sft_loss,
+    train_sft,
+    warm_start,
+)
 
 
 def test_loss_mask_covers_exactly_the_action_tokens():
@@ -31,6 +39,28 @@ def test_sft_lowers_the_loss_on_demonstrations():
     curve = train_sft(model, tokenizer, examples, config, progress=False)
     assert len(curve) == 40
     assert sum(curve[-5:]) / 5 < 0.7 * sum(curve[:5]) / 5
+
+
+def test_sft_loss_in_length_sorted_passes_equals_one_padded_pass():
+    tokenizer = build_tokenizer()
+    model = build_tiny_policy(tokenizer, seed=0)
+    encoded = [encode_segments(tokenizer, ex) for ex in make_demonstrations("code_repair", 6, 1)]
+    input_ids, loss_mask = collate_demonstrations(encoded, tokenizer.pad_token_id)
+    lengths = sorted(len(ids) for ids, _ in encoded)
+    assert lengths[0] < lengths[-1]  # rows of different lengths: passes really trim padding
+
+    def loss_and_grads(max_tokens):
+        model.zero_grad()
+        loss = sft_loss(model, input_ids, loss_mask, tokenizer.pad_token_id, max_tokens)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    full_loss, full_grads = loss_and_grads(None)
+    loss, grads = loss_and_grads(2 * lengths[-1])  # at most two rows per pass
+    torch.testing.assert_close(loss, full_loss, atol=1e-5, rtol=1e-5)
+    assert len(grads) == len(full_grads)
+    for grad, full in zip(grads, full_grads, strict=True):
+        torch.testing.assert_close(grad, full, atol=1e-5, rtol=1e-4)
 
 
 def test_warm_start_saves_a_policy_that_sao_eval_scores(tmp_path):

@@ -36,9 +36,9 @@ def test_unknown_environment_names_the_known_ones(capsys, argv):
 
 
 def test_sft_takes_overrides_and_names_a_bad_one(capsys):
-    assert main(["sft", "--env", "calc", "--set", "sft.group_by_length=maybe"]) == 2
+    assert main(["sft", "--env", "calc", "--set", "sft.micro_batch_tokens=many"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("sao: config error: sft.group_by_length:")
+    assert err.startswith("sao: config error: sft.micro_batch_tokens:")
 
 
 def test_sft_overrides_reach_the_sft_config(monkeypatch, tmp_path):
@@ -51,7 +51,7 @@ def test_sft_overrides_reach_the_sft_config(monkeypatch, tmp_path):
         lambda env, out, config, seed: seen.update(env=env, config=config),
     )
     argv = ["sft", "--env", "code_repair", "--out", str(tmp_path), "--steps", "7"]
-    assert main([*argv, "--set", "sft.group_by_length=true"]) == 0
+    assert main([*argv, "--set", "sft.micro_batch_tokens=2048"]) == 0
     assert seen["env"] == "code_repair"
-    assert seen["config"].group_by_length is True and seen["config"].steps == 7
+    assert seen["config"].micro_batch_tokens == 2048 and seen["config"].steps == 7
     assert seen["config"].batch_size == 32  # code_repair's packaged sft section still applies
