@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--model", required=True, help="path of a saved policy")
     ev.add_argument("--env", default="calc")
     ev.add_argument("--n", type=int, default=200, help="held-out tasks")
+    ev.add_argument("--samples", type=int, default=1, help="sampled trajectories per task")
+    ev.add_argument(
+        "--baseline",
+        help="a second saved policy scored on the same tasks; prints the paired difference",
+    )
     ev.add_argument("--json", dest="json_path", help="also write the results as JSON")
     ev.add_argument(
         "--temperature",
@@ -147,6 +152,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             model=args.model,
             env=args.env,
             n=args.n,
+            samples=args.samples,
+            baseline=args.baseline,
             json_path=args.json_path,
             temperature=args.temperature,
             seed=args.seed,

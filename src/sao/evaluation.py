@@ -2,15 +2,20 @@
 
 Pass@1 is measured by *sampling* at the rollout temperature and averaging, as the paper's Pass@1
 is: greedy decoding collapses onto a teacher's majority behaviour and hides its imperfections.
+`--samples K` averages K samples per task; `--baseline B` scores a second policy on the same tasks
+and reports the per-task (paired) difference, which cancels the tasks' own difficulty from the
+comparison instead of counting it as noise twice.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.envs.registry import make_env, make_task_source
@@ -29,6 +34,48 @@ def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, f
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def _accuracy_interval(
+    rewards: Sequence[float], task_scores: Sequence[float], samples: int
+) -> tuple[float, float]:
+    """Wilson over trajectories when each task is sampled once; otherwise a normal interval over
+    task means, since samples of one task are not independent draws."""
+    if samples == 1:
+        return wilson_interval(sum(r > 0 for r in rewards), len(rewards))
+    n = len(task_scores)
+    mean = sum(task_scores) / max(1, n)
+    variance = sum((x - mean) ** 2 for x in task_scores) / max(1, n - 1)
+    half = 1.96 * math.sqrt(variance / max(1, n))
+    return (max(0.0, mean - half), min(1.0, mean + half))
+
+
+def paired_difference(scores: Sequence[float], baseline: Sequence[float]) -> dict[str, Any]:
+    """Mean of `scores[i] - baseline[i]` over paired tasks, with a normal 95% interval.
+
+    Returns `difference`, `difference_ci95`, `n`, and how many tasks each side scored higher on
+    (`better`, `worse`); ties are the rest.
+
+    Raises:
+        ValueError: if the two lists differ in length or are empty.
+    """
+    if len(scores) != len(baseline) or not scores:
+        raise ValueError(
+            f"paired_difference: need two equally long, non-empty score lists, "
+            f"got {len(scores)} and {len(baseline)}"
+        )
+    diffs = [a - b for a, b in zip(scores, baseline, strict=True)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    variance = sum((d - mean) ** 2 for d in diffs) / max(1, n - 1)
+    half = 1.96 * math.sqrt(variance / n)
+    return {
+        "difference": mean,
+        "difference_ci95": [mean - half, mean + half],
+        "n": n,
+        "better": sum(d > 0 for d in diffs),
+        "worse": sum(d < 0 for d in diffs),
+    }
+
+
 def evaluate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -45,14 +92,20 @@ def evaluate(
     max_batch: int = 64,
     version: int = 0,
     env_workers: int = 4,
+    samples: int = 1,
+    progress: bool = False,
 ) -> dict[str, Any]:
-    """Sample one trajectory for each of `n` held-out tasks and score them.
+    """Sample `samples` trajectories for each of `n` held-out tasks and score them.
 
     Returns:
-        `accuracy` (mean reward), `accuracy_ci95` (Wilson), `mean_turns`, `tool_call_rate`
-        (share of trajectories that called a tool), `format_error_rate` (share with a malformed
-        action), `end_reasons` and `n`.
+        `accuracy` (mean reward), `accuracy_ci95` (Wilson, over all trajectories),
+        `task_scores` (each task's mean reward, in task order, for paired comparisons),
+        `mean_turns`, `tool_call_rate` (share of trajectories that called a tool),
+        `format_error_rate` (share with a malformed action), `end_reasons`, `env_errors`, `n`
+        (tasks) and `samples`.
     """
+    if samples < 1:
+        raise ValueError(f"samples: must be >= 1, got {samples}")
     options = env_options or {}
     tasks = make_task_source(env, **(task_options or {})).test(n, seed)
     engine = RolloutEngine(model, tokenizer, max_batch=max_batch, seed=seed, version=version)
@@ -66,11 +119,23 @@ def evaluate(
         env_workers=env_workers,
     )
     try:
-        trajectories = loop.run([(f"eval-{i}", task, {}) for i, task in enumerate(tasks)])
+        episodes = [
+            (f"eval-{i}-{k}", task, {"task_index": i})
+            for i, task in enumerate(tasks)
+            for k in range(samples)
+        ]
+        with tqdm(
+            total=len(episodes), desc=f"eval {env}", disable=not progress, dynamic_ncols=True
+        ) as bar:
+            trajectories = loop.run(episodes, on_finished=bar.update)
     finally:
         loop.close()
     count = len(trajectories)
     rewards = [t.reward for t in trajectories]
+    per_task: list[list[float]] = [[] for _ in tasks]
+    for t in trajectories:
+        per_task[t.metadata["task_index"]].append(t.reward)
+    task_scores = [sum(r) / len(r) if r else 0.0 for r in per_task]
     end_reasons: dict[str, int] = {}
     for t in trajectories:
         reason = str(t.metadata["end_reason"])
@@ -78,47 +143,82 @@ def evaluate(
     accuracy = sum(rewards) / max(1, count)
     return {
         "accuracy": accuracy,
-        "accuracy_ci95": list(wilson_interval(sum(r > 0 for r in rewards), count)),
+        "accuracy_ci95": list(_accuracy_interval(rewards, task_scores, samples)),
+        "task_scores": task_scores,
         "mean_turns": sum(t.metadata["turns"] for t in trajectories) / max(1, count),
         "tool_call_rate": sum(t.metadata["tool_calls"] > 0 for t in trajectories) / max(1, count),
         "format_error_rate": sum(t.metadata["format_errors"] > 0 for t in trajectories)
         / max(1, count),
         "end_reasons": end_reasons,
         "env_errors": loop.env_errors,
-        "n": count,
+        "n": len(tasks),
+        "samples": samples,
     }
 
 
+def _summary_line(name: str, result: dict[str, Any]) -> str:
+    lo, hi = result["accuracy_ci95"]
+    per_task = f" x {result['samples']} samples" if result["samples"] > 1 else ""
+    return (
+        f"{name}: pass@1 {result['accuracy']:.3f} (95% CI {lo:.3f}-{hi:.3f}, "
+        f"n={result['n']}{per_task}), mean turns {result['mean_turns']:.2f}, "
+        f"tool-call rate {result['tool_call_rate']:.3f}, "
+        f"format-error rate {result['format_error_rate']:.3f}"
+    )
+
+
 def run_eval_command(
-    model: str, env: str, n: int, json_path: str | None, temperature: float | None, seed: int
+    model: str,
+    env: str,
+    n: int,
+    json_path: str | None,
+    temperature: float | None,
+    seed: int,
+    samples: int = 1,
+    baseline: str | None = None,
 ) -> int:
-    """`sao eval`: load a saved policy, evaluate it, print and optionally write JSON."""
+    """`sao eval`: load a saved policy (and a baseline), evaluate, print, optionally write JSON."""
     from sao.config import load_config
     from sao.models.policy import load_policy
 
-    if not Path(model).exists():
-        raise SystemExit(f"sao eval: --model {model} does not exist (run `sao sft` first?)")
+    for flag, path in (("--model", model), ("--baseline", baseline)):
+        if path is not None and not Path(path).exists():
+            raise SystemExit(f"sao eval: {flag} {path} does not exist (run `sao sft` first?)")
+    if n < 1 or samples < 1:
+        raise SystemExit(f"sao eval: --n and --samples must be >= 1, got {n} and {samples}")
     # The environment's packaged defaults (turn and token budgets, options) apply as in training.
     config = load_config("sao", None, [f"env.name={env}"])
-    policy, tokenizer = load_policy(model)
-    result = evaluate(
-        policy,
-        tokenizer,
-        env,
-        n,
-        temperature=config.rollout.temperature if temperature is None else temperature,
-        max_new_tokens=config.rollout.max_new_tokens,
-        max_tokens=config.env.max_tokens,
-        env_options={"max_turns": config.env.max_turns, **config.env.options},
-        task_options=config.env.task_options,
-        seed=seed,
-    )
-    lo, hi = result["accuracy_ci95"]
-    print(
-        f"{env}: pass@1 {result['accuracy']:.3f} (95% CI {lo:.3f}-{hi:.3f}, n={result['n']}), "
-        f"mean turns {result['mean_turns']:.2f}, tool-call rate {result['tool_call_rate']:.3f}, "
-        f"format-error rate {result['format_error_rate']:.3f}"
-    )
+
+    def score(path: str) -> dict[str, Any]:
+        policy, tokenizer = load_policy(path)
+        return evaluate(
+            policy,
+            tokenizer,
+            env,
+            n,
+            temperature=config.rollout.temperature if temperature is None else temperature,
+            max_new_tokens=config.rollout.max_new_tokens,
+            max_tokens=config.env.max_tokens,
+            env_options={"max_turns": config.env.max_turns, **config.env.options},
+            task_options=config.env.task_options,
+            seed=seed,
+            samples=samples,
+            progress=True,
+        )
+
+    result = score(model)
+    print(_summary_line(env, result))
+    if baseline is not None:
+        base = score(baseline)
+        print(_summary_line(f"{env} baseline", base))
+        paired = paired_difference(result["task_scores"], base["task_scores"])
+        lo, hi = paired["difference_ci95"]
+        print(
+            f"paired difference (model - baseline, same {n} tasks): {paired['difference']:+.3f} "
+            f"(95% CI {lo:+.3f} to {hi:+.3f}); model better on {paired['better']} tasks, "
+            f"baseline better on {paired['worse']}"
+        )
+        result = {**result, "baseline": base, "paired_difference": paired}
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(result, indent=2) + "\n")

@@ -128,6 +128,10 @@ def test_train_writes_the_run_directory_and_resumes_without_loss(tiny_policy_dir
         assert (run_dir / name).exists(), name
     assert summary["trajectories_trained"] == 8
     assert set(summary) >= {"initial_accuracy", "final_accuracy", "wall_s"}
+    gain = summary["accuracy_gain"]  # paired over the same held-out tasks
+    assert gain["n"] == summary["eval_n"]
+    expected = summary["final_accuracy"] - summary["initial_accuracy"]
+    assert abs(gain["difference"] - expected) < 1e-9
     completed_first = read_trajectories(run_dir)
 
     # Continue to step 4, as after a kill: what completed but was not trained goes first.

@@ -74,3 +74,21 @@ def test_warm_start_saves_a_policy_that_sao_eval_scores(tmp_path):
     assert result["n"] == 4
     assert {"accuracy", "mean_turns", "tool_call_rate", "format_error_rate"} <= set(result)
     assert 0.0 <= result["accuracy"] <= 1.0 and result["mean_turns"] >= 1.0
+    assert len(result["task_scores"]) == 4
+
+
+def test_sao_eval_compares_two_policies_on_the_same_tasks(tmp_path, capsys):
+    out = tmp_path / "policy"
+    config = SFTConfig(steps=2, batch_size=4, warmup_steps=1, num_demonstrations=8)
+    warm_start("calc", out, config, progress=False)
+    report = tmp_path / "eval.json"
+    argv = ["eval", "--model", str(out), "--baseline", str(out), "--n", "3", "--samples", "2"]
+    assert main([*argv, "--json", str(report)]) == 0
+    assert "paired difference (model - baseline, same 3 tasks)" in capsys.readouterr().out
+    result = json.loads(report.read_text())
+    assert result["n"] == 3 and result["samples"] == 2
+    assert result["baseline"]["n"] == 3 and len(result["baseline"]["task_scores"]) == 3
+    assert all(score in (0.0, 0.5, 1.0) for score in result["task_scores"])
+    paired = result["paired_difference"]
+    expected = result["accuracy"] - result["baseline"]["accuracy"]
+    assert paired["n"] == 3 and abs(paired["difference"] - expected) < 1e-9

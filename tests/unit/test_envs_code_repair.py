@@ -215,6 +215,7 @@ def test_scripted_perfect_agent_earns_one_in_the_sandbox() -> None:
     final = env.step("<tool>submit</tool>")
     assert (final.reward, final.done, final.observation) == (1.0, True, "")
     assert final.info["end_reason"] == END_ANSWER and final.info["correct"] is True
+    assert final.info["events"] == ["test_failed", "replace", "view", "test_passed", "submit"]
 
 
 def test_generated_tasks_solved_by_their_fix_in_the_sandbox() -> None:
@@ -253,6 +254,7 @@ def test_malformed_actions_cost_turns_and_end_at_max_turns() -> None:
     assert env.step("<tool>rm -rf</tool>").info["format_error"] == "unknown_command"
     last = env.step("<tool>view</tool>")
     assert (last.reward, last.done, last.info["end_reason"]) == (0.0, True, END_MAX_TURNS)
+    assert last.info["events"] == ["error", "replace", "error", "view"]
     with pytest.raises(RuntimeError, match="ended"):
         env.step("<tool>view</tool>")
 

@@ -79,6 +79,21 @@ register_env("code_repair", _code_repair_env)
 register_task_source("code_repair", _code_repair_tasks)
 register_demonstrations("code_repair", _code_repair_demonstrations)
 
+
+def _code_repair_step_metrics(batch: list) -> dict[str, float]:
+    from sao.envs.code_repair_metrics import step_metrics
+
+    return step_metrics(batch)
+
+
+def _code_repair_report(run_dir: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    from sao.envs.code_repair_metrics import report
+
+    return report(run_dir, rows)
+
+
+register_run_hooks("code_repair", RunHooks(_code_repair_step_metrics, _code_repair_report))
+
 register_env("style_stream", _style_stream_env)
 register_task_source("style_stream", _style_stream_tasks)
 register_demonstrations("style_stream", _style_stream_demonstrations)

@@ -92,6 +92,7 @@ class CodeRepairEnv(Environment):
         self._lines: list[str] = []
         self._turn = 0
         self._done = False
+        self._events: list[str] = []
 
     @property
     def lines(self) -> list[str]:
@@ -107,7 +108,7 @@ class CodeRepairEnv(Environment):
             raise ValueError(f"task.meta: a code_repair task needs {missing}")
         self._task = task
         self._lines = task.meta["source"].removesuffix("\n").split("\n")
-        self._turn, self._done = 0, False
+        self._turn, self._done, self._events = 0, False, []
         return task.prompt
 
     def step(self, action_text: str) -> StepResult:
@@ -126,6 +127,7 @@ class CodeRepairEnv(Environment):
             "tool_error": None,
             "end_reason": None,
         }
+        self._events.append(command.kind)
         if command.kind == "submit":
             tests = self._task.meta["visible_tests"] + self._task.meta["hidden_tests"]
             report, tool_error = self._run_tests(tests)
@@ -147,6 +149,8 @@ class CodeRepairEnv(Environment):
             report, tool_error = self._run_tests(self._task.meta["visible_tests"])
             info["tool_error"] = tool_error
             text = report.summary if report is not None else tool_error_text(tool_error)
+            passed = report is not None and report.all_passed
+            self._events[-1] = "test_passed" if passed else "test_failed"
         else:
             assert command.error is not None
             text = COMMAND_ERRORS[command.error]
@@ -154,6 +158,8 @@ class CodeRepairEnv(Environment):
 
     def _finish(self, reward: float, info: dict[str, Any]) -> StepResult:
         self._done = True
+        # The whole episode's commands, for the run's behaviour metrics (`code_repair_metrics`).
+        info["events"] = list(self._events)
         return StepResult("", reward, True, info)
 
     def _run_tests(self, tests: list) -> tuple[TestReport | None, str | None]:

@@ -145,13 +145,23 @@ class AgentLoop:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def run(self, tasks: list[tuple[str, Task, dict[str, Any]]]) -> list[Trajectory]:
-        """Run the given episodes to completion (all in flight at once); return in completion order."""
+    def run(
+        self,
+        tasks: list[tuple[str, Task, dict[str, Any]]],
+        on_finished: Callable[[int], None] | None = None,
+    ) -> list[Trajectory]:
+        """Run the given episodes to completion (all in flight at once); return in completion order.
+
+        `on_finished(k)` is called whenever `k` more episodes have finished (e.g. a progress bar).
+        """
         for episode_id, task, meta in tasks:
             self.start(episode_id, task, meta)
         out: list[Trajectory] = []
         while self._episodes or self._finished:
-            out += self.step()
+            done = self.step()
+            out += done
+            if done and on_finished is not None:
+                on_finished(len(done))
         return out
 
     # ------------------------------------------------------------------ internals

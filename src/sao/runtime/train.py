@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from sao.config import SAOConfig, load_config, save_config
 from sao.envs.registry import run_hooks
-from sao.evaluation import evaluate
+from sao.evaluation import evaluate, paired_difference
 from sao.learner.step import Learner
 from sao.models.critic import ValueModel
 from sao.models.policy import load_policy, save_policy
@@ -245,6 +245,13 @@ def _split_stale(batch: list, version: int, bound: int | None) -> tuple[list, li
     )
 
 
+def _paired_gain(initial: dict[str, Any], final: dict[str, Any]) -> dict[str, Any] | None:
+    """Final minus initial pass@1, paired over the held-out tasks (None for an older run's book)."""
+    if "task_scores" not in initial or "task_scores" not in final:
+        return None
+    return paired_difference(final["task_scores"], initial["task_scores"])
+
+
 def _summary(
     config: SAOConfig, run_dir: Path, book: dict, final: dict, wall_s: float, in_flight: int
 ) -> dict[str, Any]:
@@ -261,6 +268,8 @@ def _summary(
         "final_accuracy": final["accuracy"],
         "final_accuracy_ci95": final["accuracy_ci95"],
         "eval_n": final["n"],
+        # Both evals score the same held-out tasks, so the per-task difference is the sharper test.
+        "accuracy_gain": _paired_gain(initial, final),
         "wall_s": wall_s,
         "trajectories_completed": completed,
         "trajectories_trained": trained,

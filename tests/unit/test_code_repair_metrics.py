@@ -1,0 +1,56 @@
+"""code_repair in a run: behaviour shares of a batch, read off each episode's command history."""
+
+import json
+
+import pytest
+
+from sao.envs.base import END_ANSWER, END_MAX_TURNS
+from sao.envs.code_repair_metrics import KEYS, report, step_metrics
+from sao.trajectory import Trajectory
+
+
+def traj(events, end_reason=END_ANSWER, reward=0.0):
+    return Trajectory(
+        token_ids=[1, 5],
+        action_mask=[0, 1],
+        rollout_logprobs=[0.0, -1.0],
+        policy_versions=[-1, 0],
+        reward=reward,
+        metadata={"end_reason": end_reason, "info": {"events": events}},
+    )
+
+
+def test_step_metrics_read_each_history():
+    batch = [
+        traj(["replace", "test_passed", "submit"], reward=1.0),
+        traj(["replace", "test_failed", "submit"]),
+        traj(["replace", "test_failed", "view", "replace"], END_MAX_TURNS),
+        traj(["error", "test_failed", "replace", "test_passed"], END_MAX_TURNS),
+    ]
+    m = step_metrics(batch)
+    assert set(m) == set(KEYS)
+    assert m["code_repair/first_test_passed"] == pytest.approx(0.25)
+    assert m["code_repair/submitted_failing"] == pytest.approx(0.25)
+    assert m["code_repair/viewed"] == pytest.approx(0.25)
+    assert m["code_repair/out_of_turns"] == pytest.approx(0.5)
+    assert m["code_repair/malformed"] == pytest.approx(0.25)
+
+
+def test_trajectories_without_a_history_count_as_doing_nothing():
+    bare = Trajectory([1, 5], [0, 1], [0.0, -1.0], [-1, 0], 0.0, metadata={})
+    assert step_metrics([bare])["code_repair/first_test_passed"] == 0.0
+    assert step_metrics([]) == {}
+
+
+def test_report_plots_and_summarises_first_and_last_steps(tmp_path):
+    rows = [{"step": s, "code_repair/first_test_passed": s / 20} for s in range(1, 21)]
+    rows.append({"step": 20, "eval/accuracy": 0.3})  # rows without the key are skipped
+    summary = report(tmp_path, rows, window=5)
+    first_test = summary["code_repair_behaviour"]["first_test_passed"]
+    assert first_test == {
+        "first_5_steps": pytest.approx(0.15),
+        "last_5_steps": pytest.approx(0.9),
+    }
+    assert (tmp_path / "plots" / "behaviour.png").exists()
+    json.dumps(summary)  # goes into summary.json
+    assert report(tmp_path, [{"step": 1}]) == {}
