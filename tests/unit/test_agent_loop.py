@@ -35,7 +35,9 @@ class ScriptedEnv(Environment):
         if self.turn == self.fail_on_turn:
             raise RuntimeError("tool exploded")
         if self.turn == self.end_on_turn or self.turn >= self.max_turns:
-            return StepResult("", 1.0, True, {"end_reason": "answer"})
+            # A history list is kept in the trajectory's metadata; an object is not.
+            info = {"end_reason": "answer", "history": ["a", 2], "handle": object()}
+            return StepResult("", 1.0, True, info)
         return StepResult("<output>ok</output>", 0.0, False, {"tool_called": True})
 
 
@@ -63,6 +65,7 @@ def test_observations_are_inserted_with_mask_zero(parts, env_workers):
     assert traj.reward == 1.0 and traj.metadata["end_reason"] == "answer"
     assert traj.metadata["turns"] == 3 and traj.metadata["tool_calls"] == 2
     assert traj.metadata["index"] == 7
+    assert traj.metadata["info"] == {"end_reason": "answer", "history": ["a", 2]}
     # Every turn span is sampled (mask 1, version 0); the two observations between are inserted.
     inserted = [i for i, m in enumerate(traj.action_mask) if not m]
     prompt_len = traj.turn_spans[0][0]

@@ -229,9 +229,7 @@ class AgentLoop:
             return
         episode.tool_calls += int(bool(result.info.get("tool_called")))
         episode.format_errors += int(bool(result.info.get("format_error")))
-        episode.last_info = {
-            k: v for k, v in result.info.items() if v is None or isinstance(v, str | int | float)
-        }
+        episode.last_info = {k: v for k, v in result.info.items() if _is_plain(v)}
         if result.done:
             self._finish(episode, result.reward, result.info.get("end_reason", "done"))
         elif ended_on_eos:
@@ -289,3 +287,11 @@ class AgentLoop:
             return
         episode.metadata["error"] = f"{type(err).__name__}: {err}"
         self._finish(episode, reward=0.0, end_reason=END_ENV_ERROR)
+
+
+def _is_plain(value: Any) -> bool:
+    """Whether a step-info value is kept in trajectory metadata: a scalar, or a list of them
+    (e.g. code_repair's command history); anything else might not serialise to JSON."""
+    if isinstance(value, list | tuple):
+        return all(_is_plain(v) and not isinstance(v, list | tuple) for v in value)
+    return value is None or isinstance(value, str | int | float)
