@@ -4,7 +4,7 @@ Every demonstration follows one regular shape (the prompt already shows the file
 
     <tool>replace N\\nFIX</tool><output>ok</output>
     <tool>test</tool><output>K/M passed...</output>
-    [after a failed wrong fix, sometimes: view, replace the same spot correctly, test again]
+    [after a failed wrong fix, sometimes: replace the same spot correctly, test again]
     <tool>submit</tool>
 
 Imperfection knobs, so a student that imitates the teacher is often wrong and RL has room:
@@ -13,7 +13,7 @@ Imperfection knobs, so a student that imitates the teacher is often wrong and RL
   correct text).
 - `p_wrong_line`: a neighbouring line gets "fixed" instead, which adds a second bug.
 - `p_skip_test`: submit straight after the edit, without testing.
-- `p_retry`: after a wrong fix that the tests expose, look at the file and fix it properly.
+- `p_retry`: after a wrong fix that the tests expose, fix it properly and test again.
 
 Observations come from `CodeRepairEnv.step`, so they are exactly what the policy sees in RL. By
 default the environment's runner is `TrustedHarnessRunner`: it runs the harness in process, and
@@ -204,9 +204,9 @@ class CodeRepairTeacher:
                 and not _all_passed(result.observation)
                 and rng.random() < self.p_retry
             ):
+                # The prompt already shows the file, and the edit is in the context: fix the
+                # same spot again straight away, so a retry fits a 5-turn budget.
                 retried = True
-                view = self.env.step(f"{TOOL_OPEN}view{TOOL_CLOSE}")
-                turns.append(Turn(f"{TOOL_OPEN}view{TOOL_CLOSE}", view.observation))
                 fix = task.meta["fix"]
                 lines = self._edit(lines, line + slot, [fix[slot]], turns)
                 again = self.env.step(f"{TOOL_OPEN}test{TOOL_CLOSE}")
