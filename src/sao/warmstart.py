@@ -63,8 +63,8 @@ def sft_loss(
 
     With `max_tokens`, the forward runs in length-sorted passes of at most that many padded tokens
     (`sao.learner.chunking`): the batch and the loss are the same, but a batch whose lengths spread
-    widely no longer computes its padding. On code_repair's demonstrations (~150 to ~720 tokens)
-    this halves an SFT step.
+    widely no longer computes its padding: `benchmarks/sft.py` measures 1.4x faster steps on
+    calc's demonstrations and 1.3x on code_repair's.
     """
 
     def token_nll(ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
