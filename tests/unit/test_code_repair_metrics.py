@@ -3,21 +3,14 @@
 import json
 
 import pytest
+from stub_trajectories import stub_trajectory
 
 from sao.envs.base import END_ANSWER, END_MAX_TURNS
 from sao.envs.code_repair_metrics import KEYS, report, step_metrics
-from sao.trajectory import Trajectory
 
 
 def traj(events, end_reason=END_ANSWER, reward=0.0):
-    return Trajectory(
-        token_ids=[1, 5],
-        action_mask=[0, 1],
-        rollout_logprobs=[0.0, -1.0],
-        policy_versions=[-1, 0],
-        reward=reward,
-        metadata={"end_reason": end_reason, "info": {"events": events}},
-    )
+    return stub_trajectory(reward, {"end_reason": end_reason, "info": {"events": events}})
 
 
 def test_step_metrics_read_each_history():
@@ -37,7 +30,7 @@ def test_step_metrics_read_each_history():
 
 
 def test_trajectories_without_a_history_count_as_doing_nothing():
-    bare = Trajectory([1, 5], [0, 1], [0.0, -1.0], [-1, 0], 0.0, metadata={})
+    bare = stub_trajectory(0.0, {})
     assert step_metrics([bare])["code_repair/first_test_passed"] == 0.0
     assert step_metrics([]) == {}
 

@@ -1,22 +1,16 @@
 """style_stream in a run: per-batch style shares, and the adaptation lag read off logged rows."""
 
 import pytest
+from stub_trajectories import stub_trajectory
 
 from sao.envs.style_stream_metrics import phase_end_levels
 from sao.envs.style_stream_report import report, step_metrics
 from sao.envs.style_stream_styles import STYLES
-from sao.trajectory import Trajectory
 
 
 def traj(style, preferred, reward):
-    return Trajectory(
-        token_ids=[1, 5],
-        action_mask=[0, 1],
-        rollout_logprobs=[0.0, -1.0],
-        policy_versions=[-1, 0],
-        reward=reward,
-        metadata={"info": {"style": style, "preferred_style": preferred, "judge_error": None}},
-    )
+    info = {"style": style, "preferred_style": preferred, "judge_error": None}
+    return stub_trajectory(reward, {"info": info})
 
 
 def test_step_metrics_count_styles_and_the_preferred_one():
