@@ -34,17 +34,22 @@ def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, f
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def _mean_and_half_width(values: Sequence[float]) -> tuple[float, float]:
+    """Mean of `values` and the half-width of its normal 95% interval (sample variance)."""
+    n = len(values)
+    mean = sum(values) / n
+    variance = sum((x - mean) ** 2 for x in values) / max(1, n - 1)
+    return mean, 1.96 * math.sqrt(variance / n)
+
+
 def _accuracy_interval(
     rewards: Sequence[float], task_scores: Sequence[float], samples: int
 ) -> tuple[float, float]:
     """Wilson over trajectories when each task is sampled once; otherwise a normal interval over
     task means, since samples of one task are not independent draws."""
-    if samples == 1:
+    if samples == 1 or not task_scores:
         return wilson_interval(sum(r > 0 for r in rewards), len(rewards))
-    n = len(task_scores)
-    mean = sum(task_scores) / max(1, n)
-    variance = sum((x - mean) ** 2 for x in task_scores) / max(1, n - 1)
-    half = 1.96 * math.sqrt(variance / max(1, n))
+    mean, half = _mean_and_half_width(task_scores)
     return (max(0.0, mean - half), min(1.0, mean + half))
 
 
@@ -63,14 +68,11 @@ def paired_difference(scores: Sequence[float], baseline: Sequence[float]) -> dic
             f"got {len(scores)} and {len(baseline)}"
         )
     diffs = [a - b for a, b in zip(scores, baseline, strict=True)]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    variance = sum((d - mean) ** 2 for d in diffs) / max(1, n - 1)
-    half = 1.96 * math.sqrt(variance / n)
+    mean, half = _mean_and_half_width(diffs)
     return {
         "difference": mean,
         "difference_ci95": [mean - half, mean + half],
-        "n": n,
+        "n": len(diffs),
         "better": sum(d > 0 for d in diffs),
         "worse": sum(d < 0 for d in diffs),
     }
@@ -98,7 +100,8 @@ def evaluate(
     """Sample `samples` trajectories for each of `n` held-out tasks and score them.
 
     Returns:
-        `accuracy` (mean reward), `accuracy_ci95` (Wilson, over all trajectories),
+        `accuracy` (mean reward), `accuracy_ci95` (Wilson with one sample per task, else a
+        normal interval over the task means),
         `task_scores` (each task's mean reward, in task order, for paired comparisons),
         `mean_turns`, `tool_call_rate` (share of trajectories that called a tool),
         `format_error_rate` (share with a malformed action), `end_reasons`, `env_errors`, `n`

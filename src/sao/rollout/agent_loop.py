@@ -290,8 +290,10 @@ class AgentLoop:
 
 
 def _is_plain(value: Any) -> bool:
-    """Whether a step-info value is kept in trajectory metadata: a scalar, or a list of them
+    """Whether a step-info value is kept in trajectory metadata: a scalar, or a flat list of them
     (e.g. code_repair's command history); anything else might not serialise to JSON."""
-    if isinstance(value, list | tuple):
-        return all(_is_plain(v) and not isinstance(v, list | tuple) for v in value)
-    return value is None or isinstance(value, str | int | float)
+
+    def scalar(v: Any) -> bool:
+        return v is None or isinstance(v, str | int | float)
+
+    return scalar(value) or (isinstance(value, list | tuple) and all(map(scalar, value)))
