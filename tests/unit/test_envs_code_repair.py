@@ -115,6 +115,32 @@ def test_harness_reports_passes_and_the_first_failure() -> None:
     assert read_report("1 1 1\n", "n0nce") is None
 
 
+def test_harness_shows_the_first_tests_and_reports_the_whole_suite_after_them() -> None:
+    tests = TASK.meta["visible_tests"] + TASK.meta["hidden_tests"]
+    code = build_harness(SOURCE, "clamp", tests, "n0nce", shown=2)
+    out = _run_in_process(code)
+    assert out.splitlines()[-1] == "n0nce suite 2 4"
+    report = read_report(out, "n0nce")
+    assert report is not None
+    assert (report.passed, report.total, report.all_passed) == (1, 2, False)
+    assert report.summary == "1/2 passed\nclamp(5, 0, 3) gave 0, want 3"
+    assert (report.suite_passed, report.suite_total, report.suite_all_passed) == (2, 4, False)
+    # Everything shown: no suite line, and no suite verdict.
+    report = read_report(_run_in_process(build_harness(SOURCE, "clamp", tests, "n0nce")), "n0nce")
+    assert report is not None and (report.total, report.suite_all_passed) == (4, None)
+    # A module that does not load fails the suite too, with the shown error summary.
+    broken = read_report(
+        _run_in_process(build_harness("def clamp(:\n", "clamp", tests, "n0nce", 2)), "n0nce"
+    )
+    assert broken is not None and broken.summary == "error: SyntaxError on line 1"
+    assert (broken.suite_passed, broken.suite_total) == (0, 4)
+    # The visible report survives a run cut short before the suite line.
+    cut = read_report("n0nce 2 2\n2/2 passed\n", "n0nce")
+    assert cut is not None and (cut.all_passed, cut.suite_all_passed) == (True, None)
+    with pytest.raises(ValueError, match="shown"):
+        build_harness(SOURCE, "clamp", tests, "n0nce", shown=5)
+
+
 def test_trusted_runner_refuses_code_it_was_not_given() -> None:
     runner = TrustedHarnessRunner()
     with pytest.raises(ValueError, match="teacher's own modules"):
@@ -241,6 +267,64 @@ def test_submitting_the_bug_or_hostile_code_earns_zero() -> None:
         env.step(f"<tool>replace 5\n{line}</tool>")
         result = env.step("<tool>submit</tool>")
         assert (result.reward, result.info["tool_error"]) == (0.0, tool_error), line
+
+
+class CountingInProcess:
+    """Runs the harness in process (our own test sources only) and counts the runs."""
+
+    def __init__(self, stdout_cut: bool = False) -> None:
+        self.runs = 0
+        self.stdout_cut = stdout_cut
+
+    def __call__(self, code: str, *, timeout_s: float, memory_mb: int) -> Canned:
+        self.runs += 1
+        stdout = _run_in_process(code)
+        if self.stdout_cut:  # as if the run timed out while the hidden tests ran
+            stdout = "\n".join(line for line in stdout.splitlines() if " suite " not in line)
+        return Canned(stdout=stdout, timed_out=self.stdout_cut)
+
+
+HIDDEN_ONLY_BUG = "<tool>replace 2\n    if x < lo - 5:</tool>"  # passes both visible tests
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_submit_of_the_tested_file_reuses_the_test_run(reuse: bool) -> None:
+    runner = CountingInProcess()
+    env = CodeRepairEnv(runner=runner, reuse_test_runs=reuse)
+    seen = []
+    for actions in (
+        [FIX, "<tool>test</tool>", "<tool>submit</tool>"],
+        [HIDDEN_ONLY_BUG, FIX, "<tool>test</tool>", "<tool>submit</tool>"],
+        ["<tool>test</tool>", "<tool>submit</tool>"],
+        ["<tool>test</tool>", FIX, "<tool>submit</tool>"],  # edited after the test: a fresh run
+    ):
+        env.reset(TASK)
+        seen.append([env.step(action) for action in actions])
+    rewards = [episode[-1].reward for episode in seen]
+    assert rewards == [1.0, 0.0, 0.0, 1.0]
+    assert seen[1][-2].observation == "<output>2/2 passed</output>"
+    assert runner.runs == (5 if reuse else 8)
+
+
+def test_a_suite_cut_short_at_test_is_run_again_at_submit() -> None:
+    runner = CountingInProcess(stdout_cut=True)
+    env = CodeRepairEnv(runner=runner)
+    env.reset(TASK)
+    env.step(FIX)
+    assert env.step("<tool>test</tool>").observation == "<output>2/2 passed</output>"
+    assert runner.runs == 1
+    assert env.step("<tool>submit</tool>").reward == 1.0
+    assert runner.runs == 2
+
+
+def test_a_hang_in_the_hidden_tests_keeps_the_visible_report_in_the_sandbox() -> None:
+    env = CodeRepairEnv(timeout_s=1.0)
+    env.reset(TASK)
+    env.step(FIX)
+    env.step("<tool>replace 3\n        while True: pass</tool>")  # hangs only for x < lo
+    assert env.step("<tool>test</tool>").observation == "<output>2/2 passed</output>"
+    final = env.step("<tool>submit</tool>")
+    assert (final.reward, final.info["tool_error"]) == (0.0, "timeout")
 
 
 def test_malformed_actions_cost_turns_and_end_at_max_turns() -> None:

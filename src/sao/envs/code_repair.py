@@ -55,6 +55,10 @@ class CodeRepairEnv(Environment):
         memory_mb: memory limit for one test run.
         runner: what runs the test harness; defaults to the project sandbox. Tests (and the
             teacher, for its own code only) pass something else.
+        reuse_test_runs: `test` runs the hidden tests too, after the visible summary is out, and
+            a `submit` of the file it tested takes that verdict instead of a second sandbox run
+            (one run fewer in most episodes; the observations are unchanged). False runs the
+            full suite afresh at every `submit`.
     """
 
     name = "code_repair"
@@ -69,6 +73,7 @@ class CodeRepairEnv(Environment):
         timeout_s: float = 2.0,
         memory_mb: int = 256,
         runner: PythonRunner | None = None,
+        reuse_test_runs: bool = True,
     ) -> None:
         for label, value, least in (
             ("max_turns", max_turns, 1),
@@ -88,11 +93,14 @@ class CodeRepairEnv(Environment):
         self.timeout_s = float(timeout_s)
         self.memory_mb = memory_mb
         self.runner: PythonRunner = runner if runner is not None else sandbox_runner
+        self.reuse_test_runs = bool(reuse_test_runs)
         self._task: Task | None = None
         self._lines: list[str] = []
         self._turn = 0
         self._done = False
         self._events: list[str] = []
+        # The file a `test` ran the whole suite on, and whether the suite passed.
+        self._suite_verdict: tuple[list[str], bool] | None = None
 
     @property
     def lines(self) -> list[str]:
@@ -109,6 +117,7 @@ class CodeRepairEnv(Environment):
         self._task = task
         self._lines = task.meta["source"].removesuffix("\n").split("\n")
         self._turn, self._done, self._events = 0, False, []
+        self._suite_verdict = None
         return task.prompt
 
     def step(self, action_text: str) -> StepResult:
@@ -129,9 +138,7 @@ class CodeRepairEnv(Environment):
         }
         self._events.append(command.kind)
         if command.kind == "submit":
-            tests = self._task.meta["visible_tests"] + self._task.meta["hidden_tests"]
-            report, tool_error = self._run_tests(tests)
-            correct = report is not None and report.all_passed
+            correct, tool_error = self._submitted_file_passes()
             info.update(end_reason=END_ANSWER, correct=correct, tool_error=tool_error)
             return self._finish(1.0 if correct else 0.0, info)
         if self._turn >= self.max_turns:
@@ -146,7 +153,7 @@ class CodeRepairEnv(Environment):
             info["format_error"] = error
             text = COMMAND_ERRORS[error] if error else "ok"
         elif command.kind == "test":
-            report, tool_error = self._run_tests(self._task.meta["visible_tests"])
+            report, tool_error = self._run_visible_tests()
             info["tool_error"] = tool_error
             text = report.summary if report is not None else tool_error_text(tool_error)
             passed = report is not None and report.all_passed
@@ -162,12 +169,38 @@ class CodeRepairEnv(Environment):
         info["events"] = list(self._events)
         return StepResult("", reward, True, info)
 
-    def _run_tests(self, tests: list) -> tuple[TestReport | None, str | None]:
-        """Run `tests` on the current file in the runner; a report, or None and a failure kind."""
+    def _run_visible_tests(self) -> tuple[TestReport | None, str | None]:
+        """The visible tests' report (with the suite's verdict kept for a later `submit`)."""
+        assert self._task is not None
+        visible = self._task.meta["visible_tests"]
+        if not self.reuse_test_runs:
+            return self._run_tests(visible)
+        report, tool_error = self._run_tests(
+            visible + self._task.meta["hidden_tests"], shown=len(visible)
+        )
+        verdict = report.suite_all_passed if report is not None else None
+        self._suite_verdict = None if verdict is None else (list(self._lines), verdict)
+        return report, tool_error
+
+    def _submitted_file_passes(self) -> tuple[bool, str | None]:
+        """Whether the current file passes the whole suite, and the failure kind of its run."""
+        assert self._task is not None
+        if self._suite_verdict is not None and self._suite_verdict[0] == self._lines:
+            return self._suite_verdict[1], None
+        report, tool_error = self._run_tests(
+            self._task.meta["visible_tests"] + self._task.meta["hidden_tests"]
+        )
+        return report is not None and report.all_passed, tool_error
+
+    def _run_tests(
+        self, tests: list, shown: int | None = None
+    ) -> tuple[TestReport | None, str | None]:
+        """Run `tests` on the current file in the runner (reporting the first `shown`); a
+        report, or None and a failure kind."""
         assert self._task is not None
         nonce = secrets.token_hex(8)
         source = "\n".join(self._lines) + "\n"
-        code = build_harness(source, self._task.meta["entry"], tests, nonce)
+        code = build_harness(source, self._task.meta["entry"], tests, nonce, shown)
         try:
             result = self.runner(code, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
         except Exception:

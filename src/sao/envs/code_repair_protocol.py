@@ -117,21 +117,24 @@ def _show(value):
     return text if len(text) <= 20 else text[:17] + "..."
 
 
-def _main():
+def _load(sink):
     namespace = {"__name__": "f"}
-    sink = _io.StringIO()
     try:
         with _cl.redirect_stdout(sink):
             exec(compile(_SRC, "f.py", "exec"), namespace)
     except SyntaxError as err:
-        return 0, "error: %s on line %s" % (type(err).__name__, err.lineno)
+        return None, "error: %s on line %s" % (type(err).__name__, err.lineno)
     except Exception as err:
-        return 0, "error: %s while loading" % type(err).__name__
+        return None, "error: %s while loading" % type(err).__name__
     function = namespace.get(_ENTRY)
     if not callable(function):
-        return 0, "error: no function " + _ENTRY
+        return None, "error: no function " + _ENTRY
+    return function, ""
+
+
+def _run(function, tests, sink):
     passed, first = 0, ""
-    for args, want in _TESTS:
+    for args, want in tests:
         call = "%s(%s)" % (_ENTRY, ", ".join(repr(a) for a in args))
         try:
             with _cl.redirect_stdout(sink):
@@ -143,28 +146,54 @@ def _main():
         passed += ok
         if not ok and not first:
             first = "\n%s %s, want %r" % (call, shown, want)
-    return passed, "%d/%d passed%s" % (passed, len(_TESTS), first)
+    return passed, first
 
 
-_passed, _summary = _main()
-print(_NONCE, _passed, len(_TESTS))
-print(_summary)
+def _main():
+    sink = _io.StringIO()
+    function, error = _load(sink)
+    shown = _TESTS[:_SHOWN]
+    passed, first = (0, "") if function is None else _run(function, shown, sink)
+    print(_NONCE, passed, len(shown))
+    # Flushed: a later hang in the rest of the suite must not lose the shown tests' report.
+    print(error or "%d/%d passed%s" % (passed, len(shown), first), flush=True)
+    if len(shown) < len(_TESTS):
+        rest = 0 if function is None else _run(function, _TESTS[_SHOWN:], sink)[0]
+        print(_NONCE, "suite", passed + rest, len(_TESTS))
+
+
+_main()
 """
 
 
-def build_harness(source: str, entry: str, tests: Sequence[Sequence[Any]], nonce: str) -> str:
+def build_harness(
+    source: str,
+    entry: str,
+    tests: Sequence[Sequence[Any]],
+    nonce: str,
+    shown: int | None = None,
+) -> str:
     """A script that loads `source` as a module and runs `tests` (`[args, expected]` pairs).
 
-    It prints `NONCE PASSED TOTAL` and then a one- or two-line summary. The module's own prints
-    are swallowed, so they cannot fake the first line; code that inspects its caller could, which
-    is why this guards against accidents, not against a determined adversary.
+    It runs the first `shown` tests (all by default) and prints `NONCE PASSED SHOWN` and then a
+    one- or two-line summary of them. When `shown` leaves tests over, it then runs those too and
+    prints `NONCE suite PASSED TOTAL` for the whole list: one run serves both a `test` command and
+    a later `submit` of the same file. The module's own prints are swallowed, so they cannot fake
+    a status line; code that inspects its caller could, which is why this guards against
+    accidents, not against a determined adversary.
     """
     if not re.fullmatch(r"[A-Za-z_]\w*", entry):
         raise ValueError(f"entry: not a function name: {entry!r}")
     if not re.fullmatch(r"\w+", nonce):
         raise ValueError(f"nonce: must be a word, got {nonce!r}")
+    shown = len(tests) if shown is None else shown
+    if not 0 <= shown <= len(tests):
+        raise ValueError(f"shown: must be in 0..{len(tests)}, got {shown}")
     pairs = [[list(args), expected] for args, expected in tests]
-    preamble = f"_SRC = {source!r}\n_TESTS = {pairs!r}\n_ENTRY = {entry!r}\n_NONCE = {nonce!r}\n"
+    preamble = (
+        f"_SRC = {source!r}\n_TESTS = {pairs!r}\n_SHOWN = {shown}\n_ENTRY = {entry!r}\n"
+        f"_NONCE = {nonce!r}\n"
+    )
     return preamble + HARNESS_BODY
 
 
@@ -182,24 +211,51 @@ def split_harness(code: str) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class TestReport:
-    """What the harness printed: tests passed, tests run, and the summary lines."""
+    """What the harness printed: the shown tests' passes, count and summary lines, and, when the
+    harness ran more tests than it showed and finished them, the whole suite's passes and count.
+    """
 
     passed: int
     total: int
     summary: str
+    suite_passed: int | None = None
+    suite_total: int | None = None
 
     @property
     def all_passed(self) -> bool:
-        """Whether every test passed (and there was at least one)."""
+        """Whether every shown test passed (and there was at least one)."""
         return self.total > 0 and self.passed == self.total
+
+    @property
+    def suite_all_passed(self) -> bool | None:
+        """Whether the whole suite passed; None when the harness did not report it."""
+        if self.suite_total is None or self.suite_passed is None:
+            return None
+        return self.suite_total > 0 and self.suite_passed == self.suite_total
 
 
 def read_report(stdout: str, nonce: str) -> TestReport | None:
     """Parse the harness output; None when its status line is missing (it did not finish)."""
     lines = stdout.splitlines()
-    for index, line in enumerate(lines):
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == nonce and parts[1].isdigit() and parts[2].isdigit():
-            summary = "\n".join(lines[index + 1 :]).strip()
-            return TestReport(int(parts[1]), int(parts[2]), summary)
-    return None
+    status = [index for index, line in enumerate(lines) if _counts(line, nonce, 2) is not None]
+    if not status:
+        return None
+    first = status[0]
+    suite = [i for i in range(first + 1, len(lines)) if _counts(lines[i], nonce, 3) is not None]
+    end = suite[0] if suite else len(lines)
+    passed, total = _counts(lines[first], nonce, 2)
+    summary = "\n".join(lines[first + 1 : end]).strip()
+    suite_counts = _counts(lines[end], nonce, 3) if suite else (None, None)
+    return TestReport(passed, total, summary, *suite_counts)
+
+
+def _counts(line: str, nonce: str, fields: int) -> tuple[int, int] | None:
+    """`(passed, total)` of a status line: `NONCE P T` (fields=2) or `NONCE suite P T` (3)."""
+    parts = line.split()
+    prefix = [nonce] if fields == 2 else [nonce, "suite"]
+    if len(parts) != fields + 1 or parts[: len(prefix)] != prefix:
+        return None
+    numbers = parts[len(prefix) :]
+    if not all(number.isdigit() for number in numbers):
+        return None
+    return int(numbers[0]), int(numbers[1])
