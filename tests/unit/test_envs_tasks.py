@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 
-from sao.envs.base import HashSplitTaskSource, Task, in_test_split
+from sao.envs.base import HashSplitTaskSource, Task, TaskSource, in_test_split
 from sao.envs.calc import CalcTaskSource
 from sao.envs.calc_problems import DIFFICULTIES, evaluate_expression, generate_problem
+from sao.envs.code_repair_tasks import CodeRepairTaskSource
 
 
 def test_train_and_test_splits_are_disjoint() -> None:
@@ -98,6 +100,19 @@ def test_stream_yields_tasks_of_the_split_without_end() -> None:
     assert all(in_test_split(t.prompt, 0.1) for t in tasks)
     with pytest.raises(ValueError, match="split"):
         next(CalcTaskSource().stream("valid", seed=0))
+
+
+@pytest.mark.parametrize("source", [CalcTaskSource(), CodeRepairTaskSource()])
+def test_the_training_stream_does_not_replay_the_demonstration_tasks(source: TaskSource) -> None:
+    # Warm-start demonstrations are drawn with `train(n, 0)`; RL must not open on them in order.
+    demonstrated = [t.task_id for t in source.train(64, seed=0)]
+    streamed = [t.task_id for t in itertools.islice(source.stream("train", seed=0, chunk=16), 64)]
+    matches = sum(a == b for a, b in zip(demonstrated, streamed, strict=True))
+    assert matches < 8, matches
+    # Same seed, same stream; another seed, another stream.
+    again = [t.task_id for t in itertools.islice(source.stream("train", seed=0, chunk=16), 64)]
+    other = [t.task_id for t in itertools.islice(source.stream("train", seed=1, chunk=16), 64)]
+    assert streamed == again and streamed != other
 
 
 @pytest.mark.parametrize(

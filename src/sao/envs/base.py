@@ -115,12 +115,23 @@ class TaskSource(abc.ABC):
         """Return `n` held-out tasks, deterministic in `seed`; none of them appears in `train`."""
 
     def stream(self, split: str, seed: int, chunk: int = 256) -> Iterator[Task]:
-        """Yield tasks of `split` without end, `chunk` at a time, each chunk from a new seed."""
+        """Yield tasks of `split` without end, `chunk` at a time, each chunk from a new seed.
+
+        Chunk seeds are hashed from `(split, seed, chunk index)`, so the stream never replays
+        `train(n, s)` for a small `s` in order: the warm start's demonstrations are drawn with
+        `train(n, 0)`, and a stream starting there would open RL on the very tasks SFT memorised.
+        """
         if split not in SPLITS:
             raise ValueError(f"stream: split must be one of {SPLITS}, got {split!r}")
         fetch = self.train if split == "train" else self.test
         for offset in itertools.count():
-            yield from fetch(chunk, seed * 1_000_003 + offset)
+            yield from fetch(chunk, stream_chunk_seed(split, seed, offset))
+
+
+def stream_chunk_seed(split: str, seed: int, offset: int) -> int:
+    """The task seed of chunk `offset` of `stream(split, seed)`: 63 bits of a hash."""
+    digest = hashlib.sha256(f"stream/{split}/{seed}/{offset}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
 def in_test_split(text: str, test_fraction: float) -> bool:
