@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(train)
     _add_import_flag(train)
     train.add_argument("--steps", type=int, help="learner steps (train.steps)")
-    train.add_argument("--out", help="run directory (train.out)")
+    train.add_argument("--out", help="run directory (train.out; default: runs/<env>_<preset>)")
     train.add_argument("--backend", choices=["local", "ray"], help="runtime backend")
     train.add_argument("--ray-address", help="join an existing Ray cluster")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")

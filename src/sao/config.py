@@ -152,8 +152,9 @@ class TrainConfig(_Section):
     """Checkpoint every N steps (always at the end)."""
     seed: int = 0
     """Seed for tasks, sampling and initialisation."""
-    out: str = "runs/{preset}"
-    """Run directory; `{preset}` and `{env}` expand."""
+    out: str = "runs/{env}_{preset}"
+    """Run directory; `{preset}` and `{env}` expand (one directory per environment and preset,
+    so runs on different environments never collide)."""
 
 
 class SFTConfig(_Section):

@@ -57,6 +57,16 @@ def test_presets(preset, checks):
         assert node == expected, dotted
 
 
+def test_run_directories_are_per_environment_and_preset():
+    dirs = {
+        str(load_config(preset, overrides=[f"env.name={env}"]).run_dir())
+        for preset in ("sao", "grpo_dis")
+        for env in ("calc", "code_repair", "reasoning_gym:basic_arithmetic")
+    }
+    assert "runs/calc_sao" in dirs and "runs/reasoning_gym_basic_arithmetic_grpo_dis" in dirs
+    assert len(dirs) == 6
+
+
 def test_all_presets_load():
     assert {load_config(name).preset for name in PRESETS} == set(PRESETS)
 
