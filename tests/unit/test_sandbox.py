@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from sao.tools import sandbox
+from sao.tools.sandbox import run as sandbox_run
 from sao.tools.sandbox import (
     SandboxResult,
     run_python,
@@ -26,10 +26,10 @@ from sao.tools.sandbox import (
     sandbox_uids,
     set_max_concurrency,
 )
-from sao.tools.sandbox_cleanup import live_processes_of
-from sao.tools.sandbox_limits import ALL_LAYERS, SandboxLimits
-from sao.tools.sandbox_outcome import RunEnd, describe_error, reported_exit_code
-from sao.tools.sandbox_pipes import Captured, read_bounded
+from sao.tools.sandbox.cleanup import live_processes_of
+from sao.tools.sandbox.limits import ALL_LAYERS, SandboxLimits
+from sao.tools.sandbox.outcome import RunEnd, describe_error, reported_exit_code
+from sao.tools.sandbox.pipes import Captured, read_bounded
 
 FORK_BOMB = """
 import os
@@ -257,7 +257,7 @@ def test_caller_exception_still_kills_the_child(monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sandbox, "read_bounded", interrupted)
+    monkeypatch.setattr(sandbox_run, "read_bounded", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_python("import time\ntime.sleep(60)\n")
     assert live_processes_of(sandbox_uids()) == []
@@ -265,7 +265,7 @@ def test_caller_exception_still_kills_the_child(monkeypatch):
 
 @pytest.fixture
 def two_slots():
-    previous = sandbox.max_concurrency()
+    previous = sandbox_run.max_concurrency()
     set_max_concurrency(2)
     yield
     set_max_concurrency(previous)
@@ -273,7 +273,7 @@ def two_slots():
 
 def test_sixteen_concurrent_calls_all_succeed_within_the_limit(monkeypatch, two_slots):
     in_flight, peak, lock = [0], [0], threading.Lock()
-    real_run_in = sandbox._run_in
+    real_run_in = sandbox_run._run_in
 
     def counting_run_in(*args):
         with lock:
@@ -285,7 +285,7 @@ def test_sixteen_concurrent_calls_all_succeed_within_the_limit(monkeypatch, two_
             with lock:
                 in_flight[0] -= 1
 
-    monkeypatch.setattr(sandbox, "_run_in", counting_run_in)
+    monkeypatch.setattr(sandbox_run, "_run_in", counting_run_in)
     with ThreadPoolExecutor(max_workers=16) as pool:
         results = list(pool.map(lambda i: run_python(f"print({i} * {i})"), range(16)))
     assert [r.stdout for r in results] == [f"{i * i}\n" for i in range(16)]
@@ -301,12 +301,12 @@ def test_capabilities_name_every_layer():
 
 
 def test_missing_layer_warns_once_naming_layer_and_fallback(monkeypatch, caplog):
-    monkeypatch.setattr(sandbox, "_warned_layers", set())
+    monkeypatch.setattr(sandbox_run, "_warned_layers", set())
     layers = {"pid_namespace": True, "network_namespace": False}
     reasons = {"network_namespace": "unshare network_namespace: Operation not permitted"}
     with caplog.at_level(logging.WARNING, logger="sao.tools.sandbox"):
         for _ in range(3):
-            sandbox._warn_missing_layers(layers, reasons, frozenset({"read_only_root"}))
+            sandbox_run._warn_missing_layers(layers, reasons, frozenset({"read_only_root"}))
     messages = [record.getMessage() for record in caplog.records]
     assert sorted(m.split("'")[1] for m in messages) == ["network_namespace", "separate_uid"]
     network = next(m for m in messages if "network_namespace" in m)

@@ -1,10 +1,11 @@
 """Run untrusted (model-written) Python in an isolated child process.
 
 `run_python` is the only way the project runs such code. Each call gets a fresh interpreter in a
-new session, with resource limits, a private working directory that is removed afterwards, and
-as many kernel isolation layers as the machine grants (PID, network and mount namespaces, a
-separate unprivileged uid). A layer the OS refuses is replaced by its fallback and reported by
-one warning; `sandbox_capabilities()` says which layers are active. See docs/sandbox.md.
+new session, with resource limits, a private working directory that is removed afterwards (or,
+if the caller is killed, by the next process's first run), and as many kernel isolation layers
+as the machine grants (PID, network and mount namespaces, a separate unprivileged uid). A layer
+the OS refuses is replaced by its fallback and reported by one warning;
+`sandbox_capabilities()` says which layers are active. See docs/sandbox.md.
 
 At most `max_concurrency()` children run at once (default: the CPU count), so a burst of calls
 queues instead of starving the machine.
@@ -20,7 +21,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -28,22 +28,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sao.tools.sandbox_cleanup import kill_processes_of
-from sao.tools.sandbox_limits import (
+from sao.tools.sandbox.cleanup import kill_processes_of
+from sao.tools.sandbox.limits import (
     ALWAYS_LAYERS,
     FALLBACK_FOR_LAYER,
     OPTIONAL_LAYERS,
     SandboxLimits,
     validate_skip_layers,
 )
-from sao.tools.sandbox_outcome import RunEnd, describe_error, reported_exit_code
-from sao.tools.sandbox_pipes import Captured, drain, read_bounded
+from sao.tools.sandbox.outcome import RunEnd, describe_error, reported_exit_code
+from sao.tools.sandbox.pipes import Captured, drain, read_bounded
+from sao.tools.sandbox.workdirs import run_directory
 
 logger = logging.getLogger(__name__)
 
-_TOOLS_DIR = Path(__file__).resolve().parent
-_LAUNCHER = _TOOLS_DIR / "sandbox_launcher.py"
-_NETWORK_GUARD = _TOOLS_DIR / "sandbox_network_guard.py"
+_SANDBOX_DIR = Path(__file__).resolve().parent
+_LAUNCHER = _SANDBOX_DIR / "launcher.py"
+_NETWORK_GUARD = _SANDBOX_DIR / "network_guard.py"
 # Once killed, the namespace's processes need a moment to release the pipes.
 _KILL_GRACE_S = 5.0
 _STDERR_TAIL_CHARS = 2_000
@@ -139,7 +140,7 @@ def _paths_the_code_needs() -> list[str]:
         sys.exec_prefix,
         sys.base_exec_prefix,
         os.path.dirname(executable),
-        str(_TOOLS_DIR),
+        str(_SANDBOX_DIR),
     }
     return sorted(os.path.realpath(path) for path in paths)
 
@@ -276,11 +277,8 @@ def _run_in(
 def _run_once(
     code: str, limits: SandboxLimits, skip: frozenset[str]
 ) -> tuple[Captured, dict[str, Any]]:
-    with (
-        _reserved_slot() as slot,
-        tempfile.TemporaryDirectory(prefix="sao-sandbox-", ignore_cleanup_errors=True) as tmp,
-    ):
-        return _run_in(Path(tmp).resolve(), code, limits, skip, slot)
+    with _reserved_slot() as slot, run_directory() as root:
+        return _run_in(root, code, limits, skip, slot)
 
 
 def run_python(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
-from sao.tools.sandbox_limits import SandboxLimits
+from sao.tools.sandbox.limits import SandboxLimits
 
 MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "out of memory")
 FILE_SIZE_MARKERS = ("File too large", "[Errno 27]")
