@@ -17,8 +17,8 @@ import json
 import time
 from typing import Any
 
-from sao.envs.code_repair import CodeRepairEnv
-from sao.envs.code_repair_teacher import Demonstration, demonstrations
+from sao.envs.code_repair.env import CodeRepairEnv
+from sao.envs.code_repair.teacher import Demonstration, demonstrations
 from sao.envs.tool_runner import sandbox_runner
 
 

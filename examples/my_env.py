@@ -3,7 +3,7 @@
     Reverse: stone
     <answer>enots</answer>
 
-Importing this module registers `reverse` (environment, task source and warm-start data), so
+Importing this module registers `reverse` (environment, task source and warm-start teacher), so
 `make_env("reverse")`, `sao sft --env reverse` and `sao train --env reverse` work from a process
 that imported it (see docs/environments.md).
 """
@@ -13,21 +13,20 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from sao.envs.base import (
+from sao.envs import (
     END_ANSWER,
     END_MAX_TURNS,
-    Environment,
+    EnvRegistration,
     HashSplitTaskSource,
     StepResult,
     Task,
-    stable_id,
-)
-from sao.envs.registry import (
+    TeacherTrajectory,
+    Turn,
+    TurnLimitedEnvironment,
     known_env_names,
-    register_demonstrations,
-    register_env,
-    register_task_source,
+    register,
 )
+from sao.envs.base import stable_id
 from sao.envs.text_protocol import parse_action, wrap_output
 from sao.tags import ANSWER_CLOSE, ANSWER_OPEN
 
@@ -42,55 +41,61 @@ class ReverseTaskSource(HashSplitTaskSource):
         return Task(stable_id("reverse", prompt), prompt, word[::-1], {"env": "reverse"})
 
 
-class ReverseEnv(Environment):
-    """Single turn: reward 1 for the reversed word inside answer tags, else 0."""
+class ReverseEnv(TurnLimitedEnvironment):
+    """Single turn: reward 1 for the reversed word inside answer tags, else 0.
+
+    The base class checks `max_turns`, refuses a step before `reset` or after the end, and
+    counts turns; this class says what one turn does.
+    """
 
     stop_tags = (ANSWER_CLOSE,)
 
     def __init__(self, max_turns: int = 1) -> None:
-        if not isinstance(max_turns, int) or max_turns < 1:
-            raise ValueError(f"max_turns: must be an int >= 1, got {max_turns!r}")
-        self.max_turns = max_turns
-        self._task: Task | None = None
-        self._turn = 0
+        super().__init__(max_turns)
 
-    def reset(self, task: Task) -> str:
-        """Start an episode; returns the prompt."""
-        self._task, self._turn = task, 0
+    def start(self, task: Task) -> str:
+        """Nothing to check or set up; returns the prompt."""
         return task.prompt
 
-    def step(self, action_text: str) -> StepResult:
+    def take_turn(self, action_text: str) -> StepResult:
         """Score an answer; a malformed action costs a turn (and ends the last one)."""
-        if self._task is None:
-            raise RuntimeError("ReverseEnv.step: call reset(task) first")
-        self._turn += 1
         parsed = parse_action(action_text)
-        info: dict[str, Any] = {"turn": self._turn, "format_error": parsed.format_error}
+        info: dict[str, Any] = {"turn": self.turn, "format_error": parsed.format_error}
         if parsed.kind == "answer":
-            correct = parsed.content.strip() == self._task.answer
+            correct = parsed.content.strip() == self.task.answer
             info.update(end_reason=END_ANSWER, correct=correct)
             return StepResult("", 1.0 if correct else 0.0, True, info)
-        if self._turn >= self.max_turns:
+        if self.last_turn:
             return StepResult("", 0.0, True, {**info, "end_reason": END_MAX_TURNS})
         return StepResult(wrap_output("error: answer inside answer tags", 80), 0.0, False, info)
 
 
-def demonstrations(n: int, seed: int) -> list[list[tuple[str, bool]]]:
+def demonstrations(n: int, seed: int) -> list[TeacherTrajectory]:
     """Warm-start data: the right answer 70% of the time, a near miss otherwise."""
     rng = random.Random(seed)
+    env = ReverseEnv()
     demos = []
     for task in ReverseTaskSource().train(n, seed):
         answer = task.answer if rng.random() < 0.7 else task.answer[1:] + task.answer[0]
-        demos.append([(task.prompt, False), (f"{ANSWER_OPEN}{answer}{ANSWER_CLOSE}", True)])
+        action = f"{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
+        env.reset(task)
+        result = env.step(action)
+        demos.append(TeacherTrajectory(task, (Turn(action, result.observation),), result.reward))
     return demos
 
 
-def register() -> None:
+REGISTRATION = EnvRegistration(
+    name="reverse",
+    make_env=ReverseEnv,  # called with env.options
+    make_tasks=ReverseTaskSource,  # called with env.task_options
+    demonstrations=demonstrations,  # demonstrations(n, seed) for `sao sft`
+)
+
+
+def register_once() -> None:
     """Register `reverse` once (importing this module twice is harmless)."""
-    if "reverse" not in known_env_names():
-        register_env("reverse", ReverseEnv)
-        register_task_source("reverse", ReverseTaskSource)
-        register_demonstrations("reverse", demonstrations)
+    if REGISTRATION.name not in known_env_names():
+        register(REGISTRATION)
 
 
-register()
+register_once()

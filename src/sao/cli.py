@@ -36,13 +36,9 @@ def _add_import_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def _check_env(name: str) -> None:
-    from sao.envs.registry import known_env_names
+    from sao.envs.registry import check_env_name
 
-    if name.partition(":")[0] not in known_env_names():
-        raise ConfigError(
-            f"env.name: unknown environment {name!r}; known: {', '.join(known_env_names())} "
-            "(register your own and pass --import MODULE)"
-        )
+    check_env_name(name)
 
 
 def _config_from(args: argparse.Namespace, extra: Sequence[str] = ()):

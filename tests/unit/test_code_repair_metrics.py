@@ -6,7 +6,9 @@ import pytest
 from stub_trajectories import stub_trajectory
 
 from sao.envs.base import END_ANSWER, END_MAX_TURNS
-from sao.envs.code_repair_metrics import KEYS, report, step_metrics
+from sao.envs.code_repair.report import KEYS, run_report, step_metrics
+from sao.envs.registration import RunReport
+from sao.runtime.plots import save_run_report
 
 
 def traj(events, end_reason=END_ANSWER, reward=0.0):
@@ -38,12 +40,18 @@ def test_trajectories_without_a_history_count_as_doing_nothing():
 def test_report_plots_and_summarises_first_and_last_steps(tmp_path):
     rows = [{"step": s, "code_repair/first_test_passed": s / 20} for s in range(1, 21)]
     rows.append({"step": 20, "eval/accuracy": 0.3})  # rows without the key are skipped
-    summary = report(tmp_path, rows, window=5)
+    report = run_report(rows, window=5)
+    assert report.panels == {"behaviour.png": ("share of trained trajectories", list(KEYS))}
+    summary = report.summary
     first_test = summary["code_repair_behaviour"]["first_test_passed"]
     assert first_test == {
         "first_5_steps": pytest.approx(0.15),
         "last_5_steps": pytest.approx(0.9),
     }
-    assert (tmp_path / "plots" / "behaviour.png").exists()
     json.dumps(summary)  # goes into summary.json
-    assert report(tmp_path, [{"step": 1}]) == {}
+    assert save_run_report(report, rows, tmp_path / "plots") == [
+        tmp_path / "plots" / "behaviour.png"
+    ]
+    assert (tmp_path / "plots" / "behaviour.png").read_bytes()[:4] == b"\x89PNG"
+    assert run_report([{"step": 1}]).summary == {}
+    assert isinstance(run_report([]), RunReport)

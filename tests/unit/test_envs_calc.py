@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sao.envs.base import StepResult, Task
-from sao.envs.calc import CalcEnv, CalcTaskSource
-from sao.envs.calc_problems import evaluate_expression
+from sao.envs.calc.env import CalcEnv
+from sao.envs.calc.problems import evaluate_expression
+from sao.envs.calc.tasks import CalcTaskSource
 from sao.tags import ALL_TAGS
 
 

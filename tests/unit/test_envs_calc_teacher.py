@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from sao.envs.calc import CalcEnv
-from sao.envs.calc_problems import evaluate_expression
-from sao.envs.calc_teacher import (
+from sao.envs.calc.env import CalcEnv
+from sao.envs.calc.problems import evaluate_expression
+from sao.envs.calc.teacher import (
     CalcTeacher,
     demonstrations,
     slip_expression,

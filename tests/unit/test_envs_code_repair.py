@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sao.envs.base import END_ANSWER, END_MAX_TURNS, Task
-from sao.envs.code_repair import CodeRepairEnv
-from sao.envs.code_repair_bugs import behaviour, line_mutations, variables_of
-from sao.envs.code_repair_protocol import (
+from sao.envs.code_repair.bugs import behaviour, line_mutations, variables_of
+from sao.envs.code_repair.env import CodeRepairEnv
+from sao.envs.code_repair.protocol import (
     Command,
     apply_replace,
     build_harness,
@@ -20,8 +20,8 @@ from sao.envs.code_repair_protocol import (
     read_report,
     split_harness,
 )
-from sao.envs.code_repair_tasks import CodeRepairTaskSource
-from sao.envs.code_repair_teacher import (
+from sao.envs.code_repair.tasks import CodeRepairTaskSource
+from sao.envs.code_repair.teacher import (
     CodeRepairTeacher,
     TrustedHarnessRunner,
     demonstrations,
@@ -408,8 +408,6 @@ def test_teacher_in_process_matches_the_sandbox() -> None:
 
 
 def test_registry_builds_code_repair() -> None:
-    import sao.envs.builtin  # noqa: F401  (registers the built-in environments)
-
     env = make_env("code_repair", max_turns=5)
     assert isinstance(env, CodeRepairEnv) and env.max_turns == 5
     assert len(make_task_source("code_repair").test(2, seed=0)) == 2

@@ -8,14 +8,10 @@ import sys
 import pytest
 
 from sao.envs.base import END_ANSWER, END_MAX_TURNS, in_test_split
-from sao.envs.reasoning_gym_env import (
-    ReasoningGymEnv,
-    ReasoningGymTaskSource,
-    check_dataset,
-    corrupt,
-    demonstrations,
-    entry_of,
-)
+from sao.envs.demonstration import TeacherTrajectory
+from sao.envs.reasoning_gym.env import ReasoningGymEnv
+from sao.envs.reasoning_gym.tasks import ReasoningGymTaskSource, check_dataset, entry_of
+from sao.envs.reasoning_gym.teacher import corrupt, demonstrations
 from sao.envs.registry import make_demonstrations, make_env, make_task_source
 
 pytest.importorskip("reasoning_gym", reason="the optional `gym` extra is not installed")
@@ -120,16 +116,15 @@ def test_corrupt_changes_one_character() -> None:
 
 def test_demonstrations_are_imperfect() -> None:
     demos = demonstrations(DATASET, 1000, seed=0)
-    accuracy = sum(reward for _, reward in demos) / len(demos)
+    assert all(isinstance(demo, TeacherTrajectory) for demo in demos)
+    accuracy = sum(demo.reward for demo in demos) / len(demos)
     assert 0.62 <= accuracy <= 0.78
-    segments, _ = demos[0]
+    segments = demos[0].segments()
     assert segments[0][1] is False and segments[1][1] is True
     assert segments[1][0].startswith("<answer>") and segments[1][0].endswith("</answer>")
 
 
 def test_registry_builds_reasoning_gym() -> None:
-    import sao.envs.builtin  # noqa: F401  (registers the built-in environments)
-
     env = make_env(f"reasoning_gym:{DATASET}", max_turns=2)
     assert isinstance(env, ReasoningGymEnv) and env.max_turns == 2
     source = make_task_source(f"reasoning_gym:{DATASET}", max_prompt_chars=60)

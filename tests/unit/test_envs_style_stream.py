@@ -14,17 +14,18 @@ from hypothesis import strategies as st
 
 from sao.envs.base import END_ANSWER, END_MAX_TURNS
 from sao.envs.registry import make_demonstrations, make_env, make_task_source
-from sao.envs.style_stream import StyleStreamEnv, StyleStreamTaskSource, preferred_style_at
-from sao.envs.style_stream_judge import LLMJudge, RuleJudge, make_judge, parse_verdict
-from sao.envs.style_stream_metrics import (
+from sao.envs.style_stream.env import StyleStreamEnv
+from sao.envs.style_stream.judge import LLMJudge, RuleJudge, make_judge, parse_verdict
+from sao.envs.style_stream.metrics import (
     adaptation_lag,
-    plot_style_shares,
     reward_per_step,
     style_share_rows,
+    style_shares_figure,
     switch_steps,
 )
-from sao.envs.style_stream_styles import STYLES, SUBJECTS, detect_style, quality_problems
-from sao.envs.style_stream_teacher import REPLIES, demonstrations, summarize
+from sao.envs.style_stream.styles import STYLES, SUBJECTS, detect_style, quality_problems
+from sao.envs.style_stream.tasks import StyleStreamTaskSource, preferred_style_at
+from sao.envs.style_stream.teacher import REPLIES, demonstrations, summarize
 
 
 # ----------------------------------------------------------------------------- style rules
@@ -304,13 +305,16 @@ def test_adaptation_lag() -> None:
         adaptation_lag(rewards, [4], frac=0.0)
 
 
-def test_plot_style_shares_writes_a_png(tmp_path) -> None:
+def test_style_shares_figure_draws_each_style_and_phase(tmp_path) -> None:
     rows = [{"step": s, "cute": 1.0 - s / 10, "pirate": s / 10, "none": 0.0} for s in range(10)]
-    out = plot_style_shares(rows, [3, 6], tmp_path / "plots" / "styles.png",
-                            preferred=["cute", "pirate", "cute"])  # fmt: skip
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    figure = style_shares_figure(rows, [3, 6], preferred=["cute", "pirate", "cute"])
+    (axes,) = figure.axes
+    assert [line.get_label() for line in axes.get_lines()] == ["cute", "pirate", "none"]
+    assert [text.get_text() for text in axes.texts] == ["cute", "pirate", "cute"]
+    figure.savefig(tmp_path / "styles.png")
+    assert (tmp_path / "styles.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="rows"):
-        plot_style_shares([], [], tmp_path / "x.png")
+        style_shares_figure([], [])
 
 
 # ----------------------------------------------------------------------------- teacher
@@ -326,8 +330,6 @@ def test_teacher_writes_uniform_styles_with_headroom() -> None:
 
 
 def test_registry_builds_style_stream() -> None:
-    import sao.envs.builtin  # noqa: F401  (registers the built-in environments)
-
     env = make_env("style_stream", max_turns=1, min_chars=5)
     assert isinstance(env, StyleStreamEnv) and env.judge.min_chars == 5
     source = make_task_source("style_stream", switch_every=3, schedule=["pirate", "cute"])

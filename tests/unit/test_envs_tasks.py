@@ -8,9 +8,9 @@ import random
 import pytest
 
 from sao.envs.base import HashSplitTaskSource, Task, TaskSource, in_test_split
-from sao.envs.calc import CalcTaskSource
-from sao.envs.calc_problems import DIFFICULTIES, evaluate_expression, generate_problem
-from sao.envs.code_repair_tasks import CodeRepairTaskSource
+from sao.envs.calc.problems import DIFFICULTIES, evaluate_expression, generate_problem
+from sao.envs.calc.tasks import CalcTaskSource
+from sao.envs.code_repair.tasks import CodeRepairTaskSource
 
 
 def test_train_and_test_splits_are_disjoint() -> None:

@@ -38,7 +38,7 @@ def test_registered_environment_rewards_the_reversed_word() -> None:
     assert (result.reward, result.done, result.info["end_reason"]) == (1.0, True, END_ANSWER)
     env.reset(task)
     assert env.step(f"<answer>{word}x</answer>").reward == 0.0
-    my_env.register()  # a second registration is a no-op, not an error
+    my_env.register_once()  # a second registration is a no-op, not an error
 
 
 @pytest.mark.parametrize("action", ["enots", "<answer>enots", "<python>print(1)</python>"])

@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from sao.tools.sandbox import run as sandbox_run
 from sao.tools.sandbox import (
     SandboxResult,
     run_python,
@@ -26,6 +25,7 @@ from sao.tools.sandbox import (
     sandbox_uids,
     set_max_concurrency,
 )
+from sao.tools.sandbox import run as sandbox_run
 from sao.tools.sandbox.cleanup import live_processes_of
 from sao.tools.sandbox.limits import ALL_LAYERS, SandboxLimits
 from sao.tools.sandbox.outcome import RunEnd, describe_error, reported_exit_code

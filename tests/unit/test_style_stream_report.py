@@ -3,9 +3,9 @@
 import pytest
 from stub_trajectories import stub_trajectory
 
-from sao.envs.style_stream_metrics import phase_end_levels
-from sao.envs.style_stream_report import report, step_metrics
-from sao.envs.style_stream_styles import STYLES
+from sao.envs.style_stream.metrics import phase_end_levels
+from sao.envs.style_stream.report import run_report, step_metrics
+from sao.envs.style_stream.styles import STYLES
 
 
 def traj(style, preferred, reward):
@@ -41,14 +41,16 @@ def test_report_finds_switches_and_lags(tmp_path):
                 **{f"style/share_{s}": 0.25 for s in (*STYLES, "none")},
             }
         )
-    out = report(tmp_path, rows)
+    report = run_report(rows)
+    out = report.summary
     assert out["style_switch_steps"] == [7]
     # Back to 80% of 0.8 once the mean of the 3 steps ending at t reaches 0.64: at t = 11 it is
     # (0.3 + 0.7 + 0.8) / 3 = 0.6, at t = 12 it is 0.77, so the lag is 12 - 7.
     assert out["style_adaptation_lag"] == [5]
     # Closing levels: steps 4-6 of the first phase, steps 10-12 of the second.
     assert out["style_phase_end_reward"] == pytest.approx([0.8, (0.7 + 0.8 + 0.8) / 3])
-    assert (tmp_path / "plots" / "style_shares.png").exists()
+    assert list(report.figures) == ["style_shares.png"]
+    assert run_report([{"step": 1, "rollout/reward_mean": 0.5}]).summary == {}
 
 
 def test_phase_end_levels_cover_every_phase_and_empty_ones():

@@ -1,183 +1,118 @@
-"""Environments and task sources by name, so configs can say `env: calc`.
+"""Environments by name, so configs can say `env: calc` or `env: reasoning_gym:chain_sum`.
 
-A name is either a plain family (`"calc"`) or `family:variant` (`"reasoning_gym:chain_sum"`); a
-family registered with `takes_variant=True` receives the variant as its first argument. Built-in
-families are registered here with factories that import their module on first use, so listing
-names never imports an environment's dependencies.
+Built-in families live in their own packages (`sao.envs.calc`, ...), each exposing one
+`REGISTRATION`; the table below names the package, which is imported on first use, so listing
+names never imports an environment (or its optional dependencies). Your own family registers
+with `register(EnvRegistration(...))` from a module that `--import MODULE` loads first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import importlib
 from typing import Any
 
+from sao.config import ConfigError
 from sao.envs.base import Environment, TaskSource
+from sao.envs.demonstration import TeacherTrajectory
+from sao.envs.registration import EnvRegistration
+
+Segments = list[tuple[str, bool]]
+
+_BUILT_IN_PACKAGES = {
+    "calc": "sao.envs.calc",
+    "code_repair": "sao.envs.code_repair",
+    "reasoning_gym": "sao.envs.reasoning_gym",
+    "style_stream": "sao.envs.style_stream",
+}
+_REGISTERED: dict[str, EnvRegistration] = {}
 
 
-@dataclass(frozen=True)
-class _Entry:
-    factory: Callable[..., Any]
-    takes_variant: bool
-
-
-_ENVS: dict[str, _Entry] = {}
-_SOURCES: dict[str, _Entry] = {}
-
-
-def _register(
-    table: dict[str, _Entry], kind: str, name: str, factory: Callable[..., Any], takes_variant: bool
-) -> None:
-    if not isinstance(name, str) or not name or ":" in name:
-        raise ValueError(
-            f"name: a {kind} family must be a non-empty string without ':', got {name!r}"
-        )
-    if not callable(factory):
-        raise TypeError(f"factory: expected a callable for {kind} {name!r}, got {type(factory)}")
-    if name in table:
-        raise ValueError(f"name: {kind} {name!r} is already registered")
-    table[name] = _Entry(factory, takes_variant)
-
-
-def register_env(
-    name: str, factory: Callable[..., Environment], *, takes_variant: bool = False
-) -> None:
-    """Register an environment family; `factory(**kwargs)` (or `factory(variant, **kwargs)`)."""
-    _register(_ENVS, "environment", name, factory, takes_variant)
-
-
-def register_task_source(
-    name: str, factory: Callable[..., TaskSource], *, takes_variant: bool = False
-) -> None:
-    """Register a task-source family; called like the environment factory."""
-    _register(_SOURCES, "task source", name, factory, takes_variant)
+def register(registration: EnvRegistration) -> None:
+    """Make `registration.name` usable as `env.name` in this process."""
+    if not isinstance(registration, EnvRegistration):
+        raise TypeError(f"registration: expected EnvRegistration, got {type(registration)}")
+    name = registration.name
+    if name in _REGISTERED or name in _BUILT_IN_PACKAGES:
+        raise ValueError(f"name: environment {name!r} is already registered")
+    _REGISTERED[name] = registration
 
 
 def known_env_names() -> list[str]:
     """Registered environment families, sorted."""
-    return sorted(_ENVS)
+    return sorted({*_BUILT_IN_PACKAGES, *_REGISTERED})
 
 
-def known_task_source_names() -> list[str]:
-    """Registered task-source families, sorted."""
-    return sorted(_SOURCES)
-
-
-def _build(table: dict[str, _Entry], kind: str, name: str, kwargs: dict[str, Any]) -> Any:
+def registration_for(name: str) -> EnvRegistration:
+    """The registration of `name`'s family (`"calc"`, or `"reasoning_gym"` of
+    `"reasoning_gym:lcm"`); ValueError listing the known names if there is none."""
     if not isinstance(name, str):
         raise TypeError(f"name: expected str, got {type(name)}")
+    family = name.partition(":")[0]
+    if family in _BUILT_IN_PACKAGES:
+        return importlib.import_module(_BUILT_IN_PACKAGES[family]).REGISTRATION
+    if family in _REGISTERED:
+        return _REGISTERED[family]
+    raise ValueError(f"name: unknown environment {name!r}; known: {', '.join(known_env_names())}")
+
+
+def _variant_args(registration: EnvRegistration, name: str) -> tuple[str, ...]:
+    """`(variant,)` for a family that takes one, `()` otherwise; ValueError for a mismatch."""
     family, sep, variant = name.partition(":")
-    entry = table.get(family)
-    if entry is None:
-        raise ValueError(f"name: unknown {kind} {name!r}; known: {', '.join(sorted(table))}")
-    if entry.takes_variant:
+    if registration.takes_variant:
         if not variant:
-            raise ValueError(f"name: {kind} {family!r} needs a variant, as in '{family}:<variant>'")
-        return entry.factory(variant, **kwargs)
+            raise ValueError(f"name: {family!r} needs a variant, as in '{family}:<variant>'")
+        return (variant,)
     if sep:
-        raise ValueError(f"name: {kind} {family!r} takes no variant, got {name!r}")
-    return entry.factory(**kwargs)
+        raise ValueError(f"name: {family!r} takes no variant, got {name!r}")
+    return ()
 
 
 def make_env(name: str, **kwargs: Any) -> Environment:
     """Build an environment by name; unknown names raise ValueError listing the known ones."""
-    env = _build(_ENVS, "environment", name, kwargs)
+    registration = registration_for(name)
+    env = registration.make_env(*_variant_args(registration, name), **kwargs)
     if not isinstance(env, Environment):
-        raise TypeError(f"name: factory for {name!r} returned {type(env)}, not an Environment")
+        raise TypeError(f"name: make_env of {name!r} returned {type(env)}, not an Environment")
     return env
 
 
 def make_task_source(name: str, **kwargs: Any) -> TaskSource:
-    """Build a task source by name; unknown names raise ValueError listing the known ones."""
-    source = _build(_SOURCES, "task source", name, kwargs)
+    """Build `name`'s task source; unknown names raise ValueError listing the known ones."""
+    registration = registration_for(name)
+    source = registration.make_tasks(*_variant_args(registration, name), **kwargs)
     if not isinstance(source, TaskSource):
-        raise TypeError(f"name: factory for {name!r} returned {type(source)}, not a TaskSource")
+        raise TypeError(f"name: make_tasks of {name!r} returned {type(source)}, not a TaskSource")
     return source
 
 
-def _calc_env(**kwargs: Any) -> Environment:
-    from sao.envs.calc import CalcEnv
-
-    return CalcEnv(**kwargs)
-
-
-def _calc_tasks(**kwargs: Any) -> TaskSource:
-    from sao.envs.calc import CalcTaskSource
-
-    return CalcTaskSource(**kwargs)
-
-
-register_env("calc", _calc_env)
-register_task_source("calc", _calc_tasks)
-
-
-# ------------------------------------------------------------------ warm-start demonstrations
-Segments = list[tuple[str, bool]]
-_DEMOS: dict[str, _Entry] = {}
-
-
-def register_demonstrations(
-    name: str, factory: Callable[..., list[Segments]], *, takes_variant: bool = False
-) -> None:
-    """Register `factory(n, seed)` (or `factory(variant, n, seed)`) as `name`'s SFT data.
-
-    The factory returns `[[(text, is_action), ...], ...]`, one list of segments per demonstration.
-    """
-    if name in _DEMOS:
-        raise ValueError(f"name: demonstrations for {name!r} are already registered")
-    _DEMOS[name] = _Entry(factory, takes_variant)
-
-
 def make_demonstrations(name: str, n: int, seed: int) -> list[Segments]:
-    """`n` warm-start demonstrations for environment `name`, as `(text, is_action)` segments."""
-    family, _, variant = name.partition(":")
-    entry = _DEMOS.get(family)
-    if entry is None:
-        raise ValueError(
-            f"env: no warm-start demonstrations for {name!r}; available: {sorted(_DEMOS)}"
+    """`n` warm-start demonstrations for `name`, each as `(text, is_action)` segments."""
+    registration = registration_for(name)
+    if registration.demonstrations is None:
+        raise ValueError(f"env: {name!r} has no warm-start demonstrations")
+    demos = registration.demonstrations(*_variant_args(registration, name), n, seed)
+    for demo in demos:
+        if not isinstance(demo, TeacherTrajectory):
+            raise TypeError(
+                f"demonstrations of {name!r}: expected TeacherTrajectory items, got {type(demo)}"
+            )
+    return [demo.segments() for demo in demos]
+
+
+def check_env_name(name: str) -> None:
+    """Raise a one-line `ConfigError` unless `name` names a known environment, with a variant
+    exactly when its family takes one, and a variant that exists (e.g. a reasoning-gym dataset)."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"env.name: expected a non-empty name, got {name!r}")
+    if name.partition(":")[0] not in known_env_names():
+        raise ConfigError(
+            f"env.name: unknown environment {name!r}; known: {', '.join(known_env_names())} "
+            "(register your own and pass --import MODULE)"
         )
-    if entry.takes_variant:
-        if not variant:
-            raise ValueError(f"env: {family!r} needs a variant, as in '{family}:<variant>'")
-        return entry.factory(variant, n, seed)
-    return entry.factory(n, seed)
-
-
-def _calc_demonstrations(n: int, seed: int) -> list[Segments]:
-    from sao.envs.calc_teacher import demonstrations
-
-    return [demo.segments() for demo in demonstrations(n, seed)]
-
-
-register_demonstrations("calc", _calc_demonstrations)
-
-
-# ------------------------------------------------------------------ run hooks
-@dataclass(frozen=True)
-class RunHooks:
-    """Environment-specific additions to a training run.
-
-    Attributes:
-        step_metrics: trained batch -> extra metrics logged with the step.
-        report: `(run_dir, metric rows)` -> extra summary fields (and any plots) at the end.
-    """
-
-    step_metrics: Callable[[list], dict[str, float]] | None = None
-    report: Callable[[Any, list[dict[str, Any]]], dict[str, Any]] | None = None
-
-
-_HOOKS: dict[str, RunHooks] = {}
-
-
-def register_run_hooks(name: str, hooks: RunHooks) -> None:
-    """Attach per-step metrics and an end-of-run report to environment family `name`."""
-    _HOOKS[name] = hooks
-
-
-def run_hooks(name: str) -> RunHooks:
-    """The run hooks of `name`'s family (empty hooks when it has none)."""
-    return _HOOKS.get(name.partition(":")[0], RunHooks())
-
-
-# Imported last: it registers through the functions above.
-from sao.envs import builtin  # noqa: E402, F401
+    registration = registration_for(name)
+    try:
+        args = _variant_args(registration, name)
+        if args and registration.check_variant is not None:
+            registration.check_variant(args[0])
+    except (ValueError, ImportError) as err:
+        raise ConfigError(f"env.name: {str(err).removeprefix('name: ')}") from None

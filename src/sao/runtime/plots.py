@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from sao.envs.registration import RunReport  # noqa: E402
+
 PANELS: dict[str, tuple[str, list[str]]] = {
     "reward.png": ("training reward", ["rollout/reward_mean"]),
     "accuracy.png": ("held-out pass@1", ["eval/accuracy"]),
@@ -58,5 +60,18 @@ def plot_metrics(
         path = out_dir / filename
         fig.savefig(path, dpi=100)
         plt.close(fig)
+        written.append(path)
+    return written
+
+
+def save_run_report(
+    report: RunReport, rows: list[dict[str, Any]], out_dir: Path, title: str = ""
+) -> list[Path]:
+    """Draw an environment's report panels from the metric rows and save its figures as PNGs;
+    returns the files written."""
+    written = plot_metrics(rows, out_dir, title=title, panels=report.panels)
+    for filename, figure in report.figures.items():
+        path = out_dir / filename
+        figure.savefig(path, dpi=100)
         written.append(path)
     return written

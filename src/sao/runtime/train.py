@@ -23,13 +23,13 @@ import yaml
 from tqdm import tqdm
 
 from sao.config import SAOConfig, load_config, save_config
-from sao.envs.registry import run_hooks
+from sao.envs.registry import registration_for
 from sao.evaluation import evaluate, paired_difference
 from sao.learner.step import Learner
 from sao.models.critic import ValueModel
 from sao.models.policy import load_policy, save_policy
 from sao.runtime.backends import make_backend
-from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics
+from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics, save_run_report
 from sao.runtime.pretraining import run_value_pretraining
 from sao.runtime.run_dir import (
     MetricsLogger,
@@ -157,7 +157,7 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
     )
     learner = backend.attach_learner(learner)
     backend.requeue(pending)
-    hooks = run_hooks(config.env.name)
+    registration = registration_for(config.env.name)
     backend.start()
     last_eval = book["initial_eval"]
     bar = tqdm(
@@ -180,8 +180,8 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
             if not batch:
                 continue
             metrics = learner.step(batch)
-            if hooks.step_metrics is not None:
-                metrics.update(hooks.step_metrics(batch))
+            if registration.step_metrics is not None:
+                metrics.update(registration.step_metrics(batch))
             backend.publish(learner.policy_state_dict(), learner.version)
             book["trained_indices"] += [t.metadata["index"] for t in batch]
             trained_this_session += len(batch)
@@ -229,8 +229,10 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
     if pretrain_log.exists():
         curve = [json.loads(line) for line in pretrain_log.read_text().splitlines()]
         plot_metrics(curve, run_dir / "plots", panels=PRETRAIN_PANELS)
-    if hooks.report is not None:
-        summary.update(hooks.report(run_dir, rows))
+    if registration.run_report is not None:
+        report = registration.run_report(rows)
+        summary.update(report.summary)
+        save_run_report(report, rows, run_dir / "plots", title=config.env.name)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

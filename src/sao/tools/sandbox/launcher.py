@@ -1,6 +1,6 @@
 """Child-side launcher: build the isolation layers, then exec the interpreter on the code.
 
-Run as `python -I -S sandbox_launcher.py CONFIG_JSON` by `sandbox.py`, in a new session. It must
+Run as `python -I -S launcher.py CONFIG_JSON` by `run.py`, in a new session. It must
 stay standalone (standard library only, no `sao` imports): `-I -S` leaves the package off the path.
 
 Process tree (a PID namespace makes `init` its PID 1):

@@ -1,7 +1,7 @@
 """Fallback network block: run a script under an audit hook that refuses sockets.
 
 Used only where the kernel refuses a network namespace. Run as
-`python -I sandbox_network_guard.py CODE_PATH`; standard library only, like the launcher.
+`python -I network_guard.py CODE_PATH`; standard library only, like the launcher.
 
 An audit hook cannot be removed from Python code, but native code could bypass it, so the hook
 also refuses loading native libraries through ctypes and starting other programs (which would

@@ -1,13 +1,13 @@
 """Print the `calc` teacher's accuracy, tool use and demonstration length.
 
-python -m sao.envs.calc_stats --n 1000 --seed 0
+python scripts/calc_teacher_stats.py --n 1000 --seed 0
 """
 
 from __future__ import annotations
 
 import argparse
 
-from sao.envs.calc_teacher import CalcTeacher, demonstrations, summarize
+from sao.envs.calc.teacher import CalcTeacher, demonstrations, summarize
 
 
 def main(argv: list[str] | None = None) -> None:

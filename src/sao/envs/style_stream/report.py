@@ -1,26 +1,29 @@
 """`style_stream` in a training run: per-step style metrics and the end-of-run report.
 
-Registered as the environment's run hooks (`sao.envs.registry.register_run_hooks`): the runtime
-calls `step_metrics` on every trained batch and `report` once at the end.
+Part of the environment's registration: the runtime calls `step_metrics` on every trained batch
+and `run_report` once at the end, and saves the figure it returns.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from sao.envs.style_stream_metrics import (
+from sao.envs.registration import RunReport
+from sao.envs.style_stream.metrics import (
     NO_STYLE,
     adaptation_lag,
     phase_end_levels,
-    plot_style_shares,
+    style_shares_figure,
 )
-from sao.envs.style_stream_styles import STYLES
-from sao.trajectory import Trajectory
+from sao.envs.style_stream.styles import STYLES
+
+if TYPE_CHECKING:
+    from sao.trajectory import Trajectory
 
 
-def step_metrics(batch: list[Trajectory]) -> dict[str, float]:
+def step_metrics(batch: Sequence[Trajectory]) -> dict[str, float]:
     """Each style's share of the batch's replies, and the batch's majority preferred style."""
     infos = [t.metadata.get("info", {}) for t in batch]
     styles = Counter(info.get("style") or NO_STYLE for info in infos)
@@ -31,16 +34,16 @@ def step_metrics(batch: list[Trajectory]) -> dict[str, float]:
     return metrics
 
 
-def report(run_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Adaptation lag after each switch, each phase's closing reward, and the Figure-5-style plot
-    of style shares.
+def run_report(rows: list[dict[str, Any]]) -> RunReport:
+    """Adaptation lag after each switch, each phase's closing reward, and the Figure-5-style
+    figure of style shares (`style_shares.png`).
 
     A lag is only as meaningful as the level it recovers: after a phase that never learnt the
     preferred style (closing reward near the teacher's 1/len(styles)), a short lag says little,
     so the report gives each phase's closing reward beside the lags."""
     steps = [r for r in rows if "style/preferred_index" in r]
     if not steps:
-        return {}
+        return RunReport()
     preferred = [int(r["style/preferred_index"]) for r in steps]
     changed = [i for i in range(1, len(steps)) if preferred[i] != preferred[i - 1]]
     switches = [steps[i]["step"] for i in changed]
@@ -51,12 +54,11 @@ def report(run_dir: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
         for r in steps
     ]
     phases = [STYLES[preferred[i]] for i in [0, *changed]]
-    plot_style_shares(
-        share_rows, switches, run_dir / "plots" / "style_shares.png", preferred=phases
-    )
-    return {
+    summary = {
         "style_switch_steps": switches,
         "style_adaptation_lag": lags,
         "style_phase_end_reward": phase_end_levels(rewards, switches),
         "style_judge_errors": int(sum(r.get("style/judge_errors", 0) for r in steps)),
     }
+    figure = style_shares_figure(share_rows, switches, preferred=phases)
+    return RunReport(summary=summary, figures={"style_shares.png": figure})

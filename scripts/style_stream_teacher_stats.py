@@ -1,15 +1,15 @@
 """Print the `style_stream` teacher's reward under each preferred style, and its style mix.
 
-python -m sao.envs.style_stream_stats --n 4000 --seed 0
+python scripts/style_stream_teacher_stats.py --n 4000 --seed 0
 """
 
 from __future__ import annotations
 
 import argparse
 
-from sao.envs.style_stream import StyleStreamTaskSource
-from sao.envs.style_stream_styles import STYLES
-from sao.envs.style_stream_teacher import demonstrations, summarize
+from sao.envs.style_stream.styles import STYLES
+from sao.envs.style_stream.tasks import StyleStreamTaskSource
+from sao.envs.style_stream.teacher import demonstrations, summarize
 
 
 def main(argv: list[str] | None = None) -> None:

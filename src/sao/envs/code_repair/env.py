@@ -11,7 +11,7 @@ A trajectory reads like (tags are single tokens for the policy):
             return hi</tool><output>ok</output><tool>test</tool><output>3/3 passed</output>
     <tool>submit</tool>
 
-Commands (see `sao.envs.code_repair_protocol`): `view`, `replace N` + new lines, `test` (the
+Commands (see `sao.envs.code_repair.protocol`): `view`, `replace N` + new lines, `test` (the
 visible tests, in the sandbox, a short pass/fail summary back) and `submit` (the full suite --
 visible and hidden tests -- in the sandbox; reward 1 iff every test passes, then done). Malformed
 actions and failing tools become `<output>error: ...</output>` observations and cost a turn; they
@@ -24,8 +24,8 @@ import logging
 import secrets
 from typing import Any
 
-from sao.envs.base import END_ANSWER, END_MAX_TURNS, Environment, StepResult, Task
-from sao.envs.code_repair_protocol import (
+from sao.envs.base import END_ANSWER, END_MAX_TURNS, StepResult, Task
+from sao.envs.code_repair.protocol import (
     COMMAND_ERRORS,
     TestReport,
     apply_replace,
@@ -36,6 +36,7 @@ from sao.envs.code_repair_protocol import (
 )
 from sao.envs.text_protocol import wrap_output
 from sao.envs.tool_runner import PythonRunner, describe_result, sandbox_runner
+from sao.envs.turns import TurnLimitedEnvironment
 from sao.tags import TOOL_CLOSE
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ logger = logging.getLogger(__name__)
 _META_KEYS = ("source", "entry", "visible_tests", "hidden_tests")
 
 
-class CodeRepairEnv(Environment):
+class CodeRepairEnv(TurnLimitedEnvironment):
     """Repair one small module with view / replace / test / submit tool commands.
 
     Args:
@@ -75,8 +76,8 @@ class CodeRepairEnv(Environment):
         runner: PythonRunner | None = None,
         reuse_test_runs: bool = True,
     ) -> None:
+        super().__init__(max_turns)
         for label, value, least in (
-            ("max_turns", max_turns, 1),
             ("max_output_chars", max_output_chars, 64),
             ("max_lines", max_lines, 2),
             ("max_line_chars", max_line_chars, 16),
@@ -86,7 +87,6 @@ class CodeRepairEnv(Environment):
                 raise ValueError(f"{label}: must be an int >= {least}, got {value!r}")
         if not isinstance(timeout_s, float | int) or not timeout_s > 0:
             raise ValueError(f"timeout_s: must be > 0, got {timeout_s!r}")
-        self.max_turns = max_turns
         self.max_output_chars = max_output_chars
         self.max_lines = max_lines
         self.max_line_chars = max_line_chars
@@ -94,10 +94,7 @@ class CodeRepairEnv(Environment):
         self.memory_mb = memory_mb
         self.runner: PythonRunner = runner if runner is not None else sandbox_runner
         self.reuse_test_runs = bool(reuse_test_runs)
-        self._task: Task | None = None
         self._lines: list[str] = []
-        self._turn = 0
-        self._done = False
         self._events: list[str] = []
         # The file a `test` ran the whole suite on, and whether the suite passed.
         self._suite_verdict: tuple[list[str], bool] | None = None
@@ -107,29 +104,21 @@ class CodeRepairEnv(Environment):
         """The file as it stands now."""
         return list(self._lines)
 
-    def reset(self, task: Task) -> str:
-        """Start a trajectory for `task`; returns its prompt."""
-        if not isinstance(task, Task):
-            raise TypeError(f"task: expected Task, got {type(task)}")
+    def start(self, task: Task) -> str:
+        """Check that `task` carries its file and tests; returns its prompt."""
         missing = [key for key in _META_KEYS if key not in task.meta]
         if missing:
             raise ValueError(f"task.meta: a code_repair task needs {missing}")
-        self._task = task
         self._lines = task.meta["source"].removesuffix("\n").split("\n")
-        self._turn, self._done, self._events = 0, False, []
+        self._events = []
         self._suite_verdict = None
         return task.prompt
 
-    def step(self, action_text: str) -> StepResult:
+    def take_turn(self, action_text: str) -> StepResult:
         """Apply one action; see the module docstring for the rules."""
-        if self._task is None:
-            raise RuntimeError("CodeRepairEnv.step: call reset(task) first")
-        if self._done:
-            raise RuntimeError("CodeRepairEnv.step: the trajectory has ended; call reset(task)")
-        self._turn += 1
         command = parse_command(action_text)
         info: dict[str, Any] = {
-            "turn": self._turn,
+            "turn": self.turn,
             "command": command.kind,
             "tool_called": command.kind in ("view", "replace", "test"),
             "format_error": command.error,
@@ -141,7 +130,7 @@ class CodeRepairEnv(Environment):
             correct, tool_error = self._submitted_file_passes()
             info.update(end_reason=END_ANSWER, correct=correct, tool_error=tool_error)
             return self._finish(1.0 if correct else 0.0, info)
-        if self._turn >= self.max_turns:
+        if self.last_turn:
             info.update(end_reason=END_MAX_TURNS, correct=False)
             return self._finish(0.0, info)
         if command.kind == "view":
@@ -164,19 +153,17 @@ class CodeRepairEnv(Environment):
         return StepResult(wrap_output(text, self.max_output_chars), 0.0, False, info)
 
     def _finish(self, reward: float, info: dict[str, Any]) -> StepResult:
-        self._done = True
-        # The whole episode's commands, for the run's behaviour metrics (`code_repair_metrics`).
+        # The whole episode's commands, for the run's behaviour metrics (`report.step_metrics`).
         info["events"] = list(self._events)
         return StepResult("", reward, True, info)
 
     def _run_visible_tests(self) -> tuple[TestReport | None, str | None]:
         """The visible tests' report (with the suite's verdict kept for a later `submit`)."""
-        assert self._task is not None
-        visible = self._task.meta["visible_tests"]
+        visible = self.task.meta["visible_tests"]
         if not self.reuse_test_runs:
             return self._run_tests(visible)
         report, tool_error = self._run_tests(
-            visible + self._task.meta["hidden_tests"], shown=len(visible)
+            visible + self.task.meta["hidden_tests"], shown=len(visible)
         )
         verdict = report.suite_all_passed if report is not None else None
         self._suite_verdict = None if verdict is None else (list(self._lines), verdict)
@@ -184,11 +171,10 @@ class CodeRepairEnv(Environment):
 
     def _submitted_file_passes(self) -> tuple[bool, str | None]:
         """Whether the current file passes the whole suite, and the failure kind of its run."""
-        assert self._task is not None
         if self._suite_verdict is not None and self._suite_verdict[0] == self._lines:
             return self._suite_verdict[1], None
         report, tool_error = self._run_tests(
-            self._task.meta["visible_tests"] + self._task.meta["hidden_tests"]
+            self.task.meta["visible_tests"] + self.task.meta["hidden_tests"]
         )
         return report is not None and report.all_passed, tool_error
 
@@ -197,10 +183,9 @@ class CodeRepairEnv(Environment):
     ) -> tuple[TestReport | None, str | None]:
         """Run `tests` on the current file in the runner (reporting the first `shown`); a
         report, or None and a failure kind."""
-        assert self._task is not None
         nonce = secrets.token_hex(8)
         source = "\n".join(self._lines) + "\n"
-        code = build_harness(source, self._task.meta["entry"], tests, nonce, shown)
+        code = build_harness(source, self.task.meta["entry"], tests, nonce, shown)
         try:
             result = self.runner(code, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
         except Exception:

@@ -16,20 +16,9 @@ job: it ends a trajectory with `end_reason = "max_tokens"` (see `sao.envs.base`)
 from __future__ import annotations
 
 import logging
-import random
-from collections.abc import Sequence
 from typing import Any
 
-from sao.envs.base import (
-    END_ANSWER,
-    END_MAX_TURNS,
-    Environment,
-    HashSplitTaskSource,
-    StepResult,
-    Task,
-    stable_id,
-)
-from sao.envs.calc_problems import DIFFICULTIES, generate_problem
+from sao.envs.base import END_ANSWER, END_MAX_TURNS, StepResult, Task
 from sao.envs.text_protocol import (
     FORMAT_ERROR_MESSAGES,
     numbers_match,
@@ -38,12 +27,13 @@ from sao.envs.text_protocol import (
     wrap_output,
 )
 from sao.envs.tool_runner import PythonRunner, ToolOutcome, describe_result, sandbox_runner
+from sao.envs.turns import TurnLimitedEnvironment
 from sao.tags import ANSWER_CLOSE, PYTHON_CLOSE
 
 logger = logging.getLogger(__name__)
 
 
-class CalcEnv(Environment):
+class CalcEnv(TurnLimitedEnvironment):
     """Tool-integrated arithmetic with a Python sandbox.
 
     Args:
@@ -66,56 +56,43 @@ class CalcEnv(Environment):
         memory_mb: int = 256,
         runner: PythonRunner | None = None,
     ) -> None:
-        if not isinstance(max_turns, int) or max_turns < 1:
-            raise ValueError(f"max_turns: must be an int >= 1, got {max_turns!r}")
+        super().__init__(max_turns)
         if not isinstance(max_output_chars, int) or max_output_chars < 16:
             raise ValueError(f"max_output_chars: must be an int >= 16, got {max_output_chars!r}")
         if not timeout_s > 0:
             raise ValueError(f"timeout_s: must be > 0, got {timeout_s!r}")
         if not isinstance(memory_mb, int) or memory_mb < 16:
             raise ValueError(f"memory_mb: must be an int >= 16, got {memory_mb!r}")
-        self.max_turns = max_turns
         self.max_output_chars = max_output_chars
         self.timeout_s = float(timeout_s)
         self.memory_mb = memory_mb
         self.runner: PythonRunner = runner if runner is not None else sandbox_runner
-        self._task: Task | None = None
-        self._turn = 0
-        self._done = False
 
-    def reset(self, task: Task) -> str:
-        """Start a trajectory for `task`; returns its prompt."""
-        if not isinstance(task, Task):
-            raise TypeError(f"task: expected Task, got {type(task)}")
+    def start(self, task: Task) -> str:
+        """Check that `task` has a numeric answer; returns its prompt."""
         if parse_number(task.answer) is None:
             raise ValueError(f"task.answer: not a number: {task.answer!r}")
-        self._task, self._turn, self._done = task, 0, False
         return task.prompt
 
-    def step(self, action_text: str) -> StepResult:
+    def take_turn(self, action_text: str) -> StepResult:
         """Apply one action; see the module docstring for the rules."""
-        if self._task is None:
-            raise RuntimeError("CalcEnv.step: call reset(task) first")
-        if self._done:
-            raise RuntimeError("CalcEnv.step: the trajectory has ended; call reset(task)")
-        self._turn += 1
         parsed = parse_action(action_text)
         info: dict[str, Any] = {
-            "turn": self._turn,
+            "turn": self.turn,
             "tool_called": False,
             "format_error": parsed.format_error,
             "tool_error": None,
             "end_reason": None,
         }
         if parsed.kind == "answer":
-            correct = numbers_match(parsed.content, self._task.answer)
+            correct = numbers_match(parsed.content, self.task.answer)
             if parse_number(parsed.content) is None:
                 info["format_error"] = "answer_not_a_number"
             info.update(end_reason=END_ANSWER, correct=correct)
-            return self._finish(1.0 if correct else 0.0, info)
-        if self._turn >= self.max_turns:
+            return StepResult("", 1.0 if correct else 0.0, True, info)
+        if self.last_turn:
             info.update(end_reason=END_MAX_TURNS, correct=False)
-            return self._finish(0.0, info)
+            return StepResult("", 0.0, True, info)
         if parsed.kind == "python":
             outcome = self._run(parsed.content)
             info.update(tool_called=True, tool_error=outcome.tool_error)
@@ -123,10 +100,6 @@ class CalcEnv(Environment):
         assert parsed.format_error is not None
         message = FORMAT_ERROR_MESSAGES[parsed.format_error]
         return StepResult(wrap_output(message, self.max_output_chars), 0.0, False, info)
-
-    def _finish(self, reward: float, info: dict[str, Any]) -> StepResult:
-        self._done = True
-        return StepResult("", reward, True, info)
 
     def _run(self, code: str) -> ToolOutcome:
         try:
@@ -139,41 +112,3 @@ class CalcEnv(Environment):
                 wrap_output("error: sandbox failed", self.max_output_chars), "sandbox"
             )
         return describe_result(result, self.timeout_s, self.max_output_chars)
-
-
-class CalcTaskSource(HashSplitTaskSource):
-    """`calc` tasks, mixed uniformly over the chosen difficulty levels.
-
-    Args:
-        difficulties: levels to draw from (see `sao.envs.calc_problems`); one int is one level.
-        test_fraction: share of the prompt space held out for `test`.
-    """
-
-    def __init__(
-        self, difficulties: Sequence[int] | int = DIFFICULTIES, test_fraction: float = 0.1
-    ) -> None:
-        super().__init__(test_fraction=test_fraction)
-        if isinstance(difficulties, int):
-            difficulties = (difficulties,)
-        levels = tuple(difficulties)
-        if not levels or any(level not in DIFFICULTIES for level in levels):
-            raise ValueError(
-                f"difficulties: must be a non-empty subset of {DIFFICULTIES}, got {difficulties!r}"
-            )
-        self.difficulties = levels
-
-    def generate(self, rng: random.Random) -> Task:
-        """Draw one task (either split) using `rng` only."""
-        problem = generate_problem(rng, rng.choice(self.difficulties))
-        prompt = f"Q: {problem.question}\n"
-        return Task(
-            task_id=stable_id("calc", prompt),
-            prompt=prompt,
-            answer=str(problem.answer),
-            meta={
-                "env": "calc",
-                "difficulty": problem.difficulty,
-                "kind": problem.kind,
-                "expression": problem.expression,
-            },
-        )

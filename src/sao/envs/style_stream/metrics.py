@@ -1,8 +1,8 @@
 """Metrics of the `style_stream` simulation: style shares, reward per step, adaptation lag.
 
 Pure functions over what the runtime already has -- each trajectory's learner step, reply text
-and reward -- plus one plot in the manner of the paper's Figure 5 (style shares over steps, with
-the preference switches shaded).
+and reward -- plus one figure in the manner of the paper's Figure 5 (style shares over steps,
+with the preference switches shaded), which the runtime saves.
 """
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sao.envs.style_stream_styles import STYLES, detect_style
+from sao.envs.style_stream.styles import STYLES, detect_style
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 NO_STYLE = "none"
 
@@ -131,34 +133,30 @@ def phase_end_levels(
     return levels
 
 
-def plot_style_shares(
+def style_shares_figure(
     rows: Sequence[Mapping[str, Any]],
     switch_steps: Sequence[int],
-    path: str | Path,
     styles: Sequence[str] | None = None,
     preferred: Sequence[str] | None = None,
     title: str = "style shares",
-) -> Path:
-    """Write a PNG of each style's share per step, with alternate phases shaded.
+) -> Figure:
+    """A figure of each style's share per step, with alternate phases shaded.
 
     Args:
         rows: output of `style_share_rows` (or any rows with `step` and one key per style).
         switch_steps: steps where the preference switched; shading changes there.
-        path: the PNG to write (parent folders are created).
         styles: which keys to draw; by default every key but `step`.
         preferred: the preferred style of each phase, written at the top of its band.
         title: the figure title.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     if not rows:
         raise ValueError("rows: empty, nothing to plot")
     keys = list(styles) if styles is not None else [k for k in rows[0] if k != "step"]
     steps = [row["step"] for row in rows]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig = Figure(figsize=(7, 3.5))
+    ax = fig.subplots()
     edges = [min(steps), *switch_steps, max(steps) + 1]
     for phase, (left, right) in enumerate(zip(edges, edges[1:], strict=False)):
         if phase % 2:
@@ -174,8 +172,4 @@ def plot_style_shares(
     ax.set_title(title, pad=14)
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return fig

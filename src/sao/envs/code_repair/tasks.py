@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from sao.envs.base import HashSplitTaskSource, Task, stable_id
-from sao.envs.code_repair_bugs import (
+from sao.envs.code_repair.bugs import (
     FAMILIES,
     MISSING_EDGE_CASE,
     behaviour,
     line_mutations,
     variables_of,
 )
-from sao.envs.code_repair_protocol import numbered
-from sao.envs.code_repair_templates import TEMPLATES, Template
+from sao.envs.code_repair.protocol import numbered
+from sao.envs.code_repair.templates import TEMPLATES, Template
 
 PROMPT_HEAD = "Fix the bug. "
 NUM_TESTS = 8
@@ -43,7 +43,7 @@ class Bug:
     """One seeded bug: the buggy file and how to undo it.
 
     Attributes:
-        family: the bug family (see `sao.envs.code_repair_bugs.FAMILIES`).
+        family: the bug family (see `sao.envs.code_repair.bugs.FAMILIES`).
         lines: the buggy file's lines.
         line: the 1-based line of the buggy file to replace.
         fix: the lines that, put in place of `line`, give back the correct module.

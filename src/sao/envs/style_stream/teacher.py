@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sao.envs.base import Task
-from sao.envs.style_stream import StyleStreamEnv, StyleStreamTaskSource
-from sao.envs.style_stream_styles import SUBJECTS
+from sao.envs.demonstration import TeacherTrajectory, Turn
+from sao.envs.style_stream.env import StyleStreamEnv
+from sao.envs.style_stream.styles import SUBJECTS
+from sao.envs.style_stream.tasks import StyleStreamTaskSource
 from sao.tags import ANSWER_CLOSE, ANSWER_OPEN
 
 REPLIES: dict[str, tuple[str, ...]] = {
@@ -47,33 +49,26 @@ REPLIES: dict[str, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True)
-class Demonstration:
+class Demonstration(TeacherTrajectory):
     """One teacher reply and the reward the environment gave it.
 
     Attributes:
         task: the task (its `meta["preferred_style"]` set the reward).
-        action: `<answer>REPLY</answer>`.
+        turns: one turn, `<answer>REPLY</answer>`.
         reward: the judge's reward under the task's preferred style.
         style: the style the teacher wrote in.
         bad: whether the teacher broke a quality rule on purpose.
         quality: whether the judge found the reply good.
     """
 
-    task: Task
-    action: str
-    reward: float
     style: str
     bad: bool
     quality: bool
 
     @property
-    def text(self) -> str:
-        """Prompt and reply as one string."""
-        return self.task.prompt + self.action
-
-    def segments(self) -> list[tuple[str, bool]]:
-        """`(text, is_action)` pieces: the prompt (context) and the reply (target)."""
-        return [(self.task.prompt, False), (self.action, True)]
+    def action(self) -> str:
+        """The reply, with its answer tags."""
+        return self.turns[0].action
 
 
 def write_reply(style: str, subject: str, rng: random.Random, bad: bool = False) -> str:
@@ -95,7 +90,10 @@ def demonstrate(task: Task, env: StyleStreamEnv, rng: random.Random, p_bad: floa
     action = ANSWER_OPEN + write_reply(style, task.meta["subject"], rng, bad) + ANSWER_CLOSE
     env.reset(task)
     result = env.step(action)
-    return Demonstration(task, action, result.reward, style, bad, bool(result.info["quality"]))
+    quality = bool(result.info["quality"])
+    return Demonstration(
+        task, (Turn(action, result.observation),), result.reward, style, bad, quality
+    )
 
 
 def demonstrations(

@@ -1,4 +1,4 @@
-"""Per-step behaviour metrics of `code_repair` runs, from each trajectory's command history.
+"""`code_repair` in a training run: behaviour metrics from each trajectory's command history.
 
 The reward alone cannot say *why* a policy passes or fails. These shares of a trained batch can:
 
@@ -16,11 +16,13 @@ episode ends: `view`, `replace`, `test_passed`, `test_failed`, `submit` or `erro
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sao.envs.base import END_MAX_TURNS
-from sao.trajectory import Trajectory
+from sao.envs.registration import RunReport
+
+if TYPE_CHECKING:
+    from sao.trajectory import Trajectory
 
 KEYS = (
     "code_repair/first_test_passed",
@@ -63,17 +65,9 @@ def step_metrics(batch: Sequence[Trajectory]) -> dict[str, float]:
     }
 
 
-def report(run_dir: Path, rows: list[dict[str, Any]], window: int = 10) -> dict[str, Any]:
-    """Plot the behaviour shares over steps (`plots/behaviour.png`); summarise the first and
+def run_report(rows: list[dict[str, Any]], window: int = 10) -> RunReport:
+    """The behaviour shares over steps (panel `behaviour.png`), and the mean of the first and
     last `window` steps of each, so `summary.json` shows what training changed."""
-    from sao.runtime.plots import plot_metrics
-
-    plot_metrics(
-        rows,
-        Path(run_dir) / "plots",
-        title="code_repair",
-        panels={"behaviour.png": ("share of trained trajectories", list(KEYS))},
-    )
     summary: dict[str, dict[str, float]] = {}
     for key in KEYS:
         values = [float(r[key]) for r in rows if isinstance(r.get(key), int | float)]
@@ -83,4 +77,7 @@ def report(run_dir: Path, rows: list[dict[str, Any]], window: int = 10) -> dict[
                 f"first_{len(first)}_steps": sum(first) / len(first),
                 f"last_{len(last)}_steps": sum(last) / len(last),
             }
-    return {"code_repair_behaviour": summary} if summary else {}
+    return RunReport(
+        summary={"code_repair_behaviour": summary} if summary else {},
+        panels={"behaviour.png": ("share of trained trajectories", list(KEYS))},
+    )

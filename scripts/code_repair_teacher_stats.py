@@ -1,7 +1,7 @@
 """Print the `code_repair` teacher's accuracy, mistake mix and demonstration length.
 
-python -m sao.envs.code_repair_stats --n 2000 --seed 0
-python -m sao.envs.code_repair_stats --n 100 --sandbox   # same, observations from the sandbox
+python scripts/code_repair_teacher_stats.py --n 2000 --seed 0
+python scripts/code_repair_teacher_stats.py --n 100 --sandbox   # same, observations from the sandbox
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from sao.envs.code_repair import CodeRepairEnv
-from sao.envs.code_repair_teacher import CodeRepairTeacher, demonstrations, summarize
+from sao.envs.code_repair.env import CodeRepairEnv
+from sao.envs.code_repair.teacher import CodeRepairTeacher, demonstrations, summarize
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,7 +2,7 @@
 
 The environment's reward is `r_quality * r_style` (both binary): quality as judged, and style
 equal to the preferred one. `RuleJudge` (the default) applies the ASCII rules of
-`sao.envs.style_stream_styles`. `LLMJudge` asks any OpenAI-compatible chat-completions endpoint,
+`sao.envs.style_stream.styles`. `LLMJudge` asks any OpenAI-compatible chat-completions endpoint,
 through the standard library only; a judgement that fails after its retries comes back with
 `error` set, is counted in `failures`, and scores 0 -- it never raises.
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sao.envs.style_stream_styles import (
+from sao.envs.style_stream.styles import (
     STYLES,
     detect_style,
     quality_problems,

@@ -7,7 +7,7 @@ The policy acts with one command inside tool tags:
     <tool>test</tool>                    run the visible tests
     <tool>submit</tool>                  run the full suite and end the episode
 
-Nothing here runs code or keeps state: the environment (`sao.envs.code_repair`) is the plumbing.
+Nothing here runs code or keeps state: the environment (`sao.envs.code_repair.env`) is the plumbing.
 """
 
 from __future__ import annotations

@@ -28,8 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sao.envs.base import Task
-from sao.envs.calc import CalcEnv, CalcTaskSource
-from sao.envs.calc_problems import DIFFICULTIES, evaluate_expression
+from sao.envs.calc.env import CalcEnv
+from sao.envs.calc.problems import DIFFICULTIES, evaluate_expression
+from sao.envs.calc.tasks import CalcTaskSource
 from sao.envs.demonstration import TeacherTrajectory, Turn, probability
 from sao.tags import ANSWER_CLOSE, ANSWER_OPEN, OUTPUT_CLOSE, OUTPUT_OPEN, PYTHON_CLOSE, PYTHON_OPEN
 

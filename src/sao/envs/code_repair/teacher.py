@@ -31,10 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sao.envs.base import Task
-from sao.envs.code_repair import CodeRepairEnv
-from sao.envs.code_repair_bugs import LINE_FAMILIES, line_mutations, variables_of
-from sao.envs.code_repair_protocol import HARNESS_BODY, apply_replace, split_harness
-from sao.envs.code_repair_tasks import CodeRepairTaskSource
+from sao.envs.code_repair.bugs import LINE_FAMILIES, line_mutations, variables_of
+from sao.envs.code_repair.env import CodeRepairEnv
+from sao.envs.code_repair.protocol import HARNESS_BODY, apply_replace, split_harness
+from sao.envs.code_repair.tasks import CodeRepairTaskSource
 from sao.envs.demonstration import TeacherTrajectory, Turn, probability
 from sao.tags import TOOL_CLOSE, TOOL_OPEN
 

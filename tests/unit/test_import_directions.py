@@ -1,0 +1,83 @@
+"""Import directions between layers, read from the syntax tree of every module.
+
+Environments describe tasks and rewards; they must not know how a run is scheduled or trained,
+so nothing under `sao/envs/` imports `sao.runtime` or `sao.learner`. The algorithm's pure math
+(`sao/core/`) imports nothing from the runtime either.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def imported_modules(source: str, package: str) -> set[str]:
+    """Every absolute module `source` imports, at any depth (inside functions and `if` blocks
+    too), with relative imports resolved against `package`, the file's own package."""
+    parts = package.split(".")
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = parts[: len(parts) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def is_within(module: str, packages: tuple[str, ...]) -> bool:
+    """Whether `module` is one of `packages` or inside one (whole names: `sao.runtimes` is not
+    inside `sao.runtime`)."""
+    return any(module == p or module.startswith(f"{p}.") for p in packages)
+
+
+def violations(layer: str, forbidden: tuple[str, ...]) -> list[str]:
+    """`file: module` for every import of a forbidden package by a file under `src/<layer>`."""
+    found = []
+    for path in sorted((SRC / layer).rglob("*.py")):
+        package = ".".join(path.relative_to(SRC).parts[:-1])
+        for module in sorted(imported_modules(path.read_text(encoding="utf-8"), package)):
+            if is_within(module, forbidden):
+                found.append(f"{path.relative_to(SRC)}: {module}")
+    return found
+
+
+def test_environments_import_neither_runtime_nor_learner() -> None:
+    assert list((SRC / "sao" / "envs").rglob("*.py"))
+    assert violations("sao/envs", ("sao.runtime", "sao.learner")) == []
+
+
+def test_core_imports_nothing_from_the_runtime() -> None:
+    assert list((SRC / "sao" / "core").rglob("*.py"))
+    assert violations("sao/core", ("sao.runtime",)) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "module"),
+    [
+        ("import sao.runtime.plots\n", "sao.runtime.plots"),
+        ("def f():\n    from sao.runtime.plots import plot_metrics\n", "sao.runtime.plots"),
+        ("from sao import runtime\n", "sao.runtime"),
+        ("from ...runtime import plots\n", "sao.runtime.plots"),
+        ("from ... import learner\n", "sao.learner"),
+        ("if True:\n    import sao.learner.step as s\n", "sao.learner.step"),
+    ],
+)
+def test_the_check_sees_every_form_of_import(source: str, module: str) -> None:
+    seen = imported_modules(source, "sao.envs.calc")
+    assert module in seen
+    assert is_within(module, ("sao.runtime", "sao.learner"))
+
+
+def test_names_are_matched_whole() -> None:
+    assert not is_within("sao.runtimes", ("sao.runtime",))
+    assert imported_modules("from .tasks import CalcTaskSource\n", "sao.envs.calc") == {
+        "sao.envs.calc.tasks",
+        "sao.envs.calc.tasks.CalcTaskSource",
+    }
