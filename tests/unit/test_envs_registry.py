@@ -74,6 +74,21 @@ def test_every_built_in_registration_is_complete() -> None:
     assert registry.registration_for("reasoning_gym:lcm").takes_variant
 
 
+@pytest.mark.parametrize(
+    "name", ["calc", "code_repair", "style_stream", "reasoning_gym:basic_arithmetic"]
+)
+def test_every_teacher_returns_teacher_trajectories_played_by_its_environment(name: str) -> None:
+    registration = registry.registration_for(name)
+    variant = name.partition(":")[2]
+    demos = registration.demonstrations(*([variant] if variant else []), 3, 0)
+    assert len(demos) == 3
+    for demo in demos:
+        assert isinstance(demo, TeacherTrajectory) and demo.turns
+        assert 0.0 <= demo.reward <= 1.0
+        assert demo.segments()[0] == (demo.task.prompt, False)
+        assert demo.turns[-1].observation == ""  # the environment ended the episode
+
+
 def test_listing_names_imports_no_environment() -> None:
     code = (
         "import sys; from sao.envs import known_env_names; print(known_env_names()); "
