@@ -1,14 +1,17 @@
 """Environments by name, so configs can say `env: calc` or `env: reasoning_gym:chain_sum`.
 
-Built-in families live in their own packages (`sao.envs.calc`, ...), each exposing one
-`REGISTRATION`; the table below names the package, which is imported on first use, so listing
-names never imports an environment (or its optional dependencies). Your own family registers
-with `register(EnvRegistration(...))` from a module that `--import MODULE` loads first.
+Every subpackage of `sao.envs` (`sao.envs.calc`, ...) is a built-in family of the same name whose
+`__init__` holds one `REGISTRATION`. Subpackages are found on disk and imported on first use, so
+listing names never imports an environment (or its optional dependencies). Your own family
+registers with `register(EnvRegistration(...))` from a module that `--import MODULE` loads first.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import pkgutil
+from pathlib import Path
 from typing import Any
 
 from sao.config import ConfigError
@@ -18,13 +21,14 @@ from sao.envs.registration import EnvRegistration
 
 Segments = list[tuple[str, bool]]
 
-_BUILT_IN_PACKAGES = {
-    "calc": "sao.envs.calc",
-    "code_repair": "sao.envs.code_repair",
-    "reasoning_gym": "sao.envs.reasoning_gym",
-    "style_stream": "sao.envs.style_stream",
-}
 _REGISTERED: dict[str, EnvRegistration] = {}
+
+
+@functools.lru_cache(maxsize=1)
+def _built_in_families() -> frozenset[str]:
+    """The subpackages of `sao.envs`, found without importing them."""
+    here = str(Path(__file__).resolve().parent)
+    return frozenset(info.name for info in pkgutil.iter_modules([here]) if info.ispkg)
 
 
 def register(registration: EnvRegistration) -> None:
@@ -32,14 +36,14 @@ def register(registration: EnvRegistration) -> None:
     if not isinstance(registration, EnvRegistration):
         raise TypeError(f"registration: expected EnvRegistration, got {type(registration)}")
     name = registration.name
-    if name in _REGISTERED or name in _BUILT_IN_PACKAGES:
+    if name in _REGISTERED or name in _built_in_families():
         raise ValueError(f"name: environment {name!r} is already registered")
     _REGISTERED[name] = registration
 
 
 def known_env_names() -> list[str]:
     """Registered environment families, sorted."""
-    return sorted({*_BUILT_IN_PACKAGES, *_REGISTERED})
+    return sorted({*_built_in_families(), *_REGISTERED})
 
 
 def registration_for(name: str) -> EnvRegistration:
@@ -48,8 +52,11 @@ def registration_for(name: str) -> EnvRegistration:
     if not isinstance(name, str):
         raise TypeError(f"name: expected str, got {type(name)}")
     family = name.partition(":")[0]
-    if family in _BUILT_IN_PACKAGES:
-        return importlib.import_module(_BUILT_IN_PACKAGES[family]).REGISTRATION
+    if family in _built_in_families():
+        registration = importlib.import_module(f"sao.envs.{family}").REGISTRATION
+        if registration.name != family:
+            raise ValueError(f"sao.envs.{family}: REGISTRATION is named {registration.name!r}")
+        return registration
     if family in _REGISTERED:
         return _REGISTERED[family]
     raise ValueError(f"name: unknown environment {name!r}; known: {', '.join(known_env_names())}")
