@@ -49,6 +49,7 @@ def test_defaults_are_sao():
             {"rollout.group_size": 1, "algo.policy_loss": "ppo_clip", "critic.enabled": True},
         ),
         ("running_mean", {"algo.advantage": "running_mean", "critic.enabled": False}),
+        ("sao_mc", {"algo.lambda_actor": 1.0, "algo.advantage": "token_gae"}),
         ("sao_k1", {"critic.k_updates": 1}),
         ("sao_full_critic", {"critic.freeze": ["none"]}),
         ("sao_step_mean", {"algo.advantage": "step_gae", "algo.step_value": "mean"}),
