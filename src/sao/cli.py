@@ -245,7 +245,10 @@ def _eval(args: argparse.Namespace, prog: str) -> int:
         _refuse_with(args, "--run", "it evaluates under the run's own config.yaml")
         config = load_run_config(args.run, [*args.overrides, *extra])
         _check_config(config, prog)
-        model = check_policy_dir(args.model or Path(args.run) / "policy", "--model")
+        if args.model:
+            model = check_policy_dir(args.model, "--model")
+        else:
+            model = check_policy_dir(Path(args.run) / "policy", "--run")
     elif args.model:
         config = _config_from(args, prog, extra)
         model = check_policy_dir(args.model, "--model")

@@ -39,6 +39,10 @@ CASES: list[tuple[list[str], str]] = [
     (["eval", "--run", "missing_run"], "run directory missing_run: does not exist"),
     (["eval", "--run", "run", "--env", "calc"], "--run: it evaluates under the run's own"),
     (["eval", "--run", "not_a_model"], "run config not_a_model/config.yaml: does not exist"),
+    (["eval", "--run", "run"], "--run run/policy: does not exist"),
+    (["eval", "--run", "run", "--model", "not_a_model"], "--model not_a_model: not a saved model"),
+    (["eval", "--import", "no_such_module_xyz", "--model", "model"], "No module named"),
+    (["sft", "--import", "no_such_module_xyz"], "No module named"),
     (["train", "--out", "notes.txt"], "--out notes.txt: exists and is not a directory"),
     (["train", "--out", "notes.txt/run"], "--out notes.txt/run: notes.txt is a file"),
     (["sft", "--out", "notes.txt"], "--out notes.txt: exists and is not a directory"),
@@ -64,6 +68,7 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--resume", "missing_run"], "run directory missing_run: does not exist"),
     (["train", "--backend", "slurm"], "invalid choice: 'slurm'"),
     (["fly"], "invalid choice: 'fly'"),
+    (["presets", "--bogus"], "unrecognized arguments: --bogus"),
 ]
 
 
