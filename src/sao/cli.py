@@ -1,4 +1,9 @@
-"""`sao ...`: the command line. Each command parses its flags here and hands off to one module."""
+"""`sao ...`: the command line. Each command parses its flags here and hands off to one module.
+
+Every command that runs a model takes its settings the same way (`--preset`, `--config`, `--set`,
+`--env`), and checks its inputs and outputs (`sao.preflight`) before any work. Bad input ends with
+one line on stderr and a non-zero exit; `--debug` (or `SAO_DEBUG=1`) shows the traceback instead.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +11,75 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
 
-from sao.config import PRESET_DESCRIPTIONS, ConfigError, load_config
+from sao.config import (
+    PRESETS,
+    ConfigError,
+    SAOConfig,
+    algorithm_overrides,
+    load_config,
+    load_run_config,
+)
+from sao.preflight import (
+    check_env,
+    check_output_dir,
+    check_output_file,
+    check_policy_dir,
+)
 
 
-def _add_config_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", default="sao", help="preset name (see `sao presets`)")
-    parser.add_argument("--config", dest="config_path", help="YAML file merged over the preset")
-    _add_set_flag(parser, "dotted override, e.g. --set algo.eps_low=0.2 (repeatable)")
-    parser.add_argument("--env", help="environment (shortcut for --set env.name=...)")
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the usage itself is one `--help` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
-def _add_set_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value:g}")
+    return value
+
+
+def _add_common_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show the traceback of an error (also: SAO_DEBUG=1)",
     )
 
 
-def _add_import_flag(parser: argparse.ArgumentParser) -> None:
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", help="preset name (default: sao; see `sao presets`)")
+    parser.add_argument("--config", dest="config_path", help="YAML file merged over the preset")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="dotted override, e.g. --set algo.eps_low=0.2 (repeatable)",
+    )
+    parser.add_argument("--env", help="environment (shortcut for --set env.name=...)")
     parser.add_argument(
         "--import",
         dest="imports",
@@ -33,52 +88,44 @@ def _add_import_flag(parser: argparse.ArgumentParser) -> None:
         metavar="MODULE",
         help="import a module first, e.g. one that registers your own environment (repeatable)",
     )
-
-
-def _check_env(name: str) -> None:
-    from sao.envs.registry import check_env_name
-
-    check_env_name(name)
-
-
-def _config_from(args: argparse.Namespace, extra: Sequence[str] = ()):
-    overrides = list(args.overrides)
-    if getattr(args, "env", None):
-        overrides.insert(0, f"env.name={args.env}")
-    config = load_config(args.preset, args.config_path, [*overrides, *extra])
-    _check_env(config.env.name)
-    return config
+    _add_common_flags(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sao",
-        description="Single-Rollout Asynchronous Optimization for agentic RL.",
-    )
+    parser = _Parser(prog="sao", description="Single-Rollout Asynchronous Optimization.")
+    _add_common_flags(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     train = sub.add_parser("train", help="run RL training (default: SAO on calc, tiny model)")
     _add_config_flags(train)
-    _add_import_flag(train)
-    train.add_argument("--steps", type=int, help="learner steps (train.steps)")
+    train.add_argument("--steps", type=_positive_int, help="learner steps (train.steps)")
     train.add_argument("--out", help="run directory (train.out; default: runs/<env>_<preset>)")
     train.add_argument("--backend", choices=["local", "ray"], help="runtime backend")
     train.add_argument("--ray-address", help="join an existing Ray cluster")
-    train.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
+    train.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue an interrupted run under its saved config.yaml (--set still applies)",
+    )
 
     sft = sub.add_parser("sft", help="warm start: train the tiny policy on teacher demonstrations")
-    sft.add_argument("--env", default="calc", help="environment whose demonstrations to use")
-    sft.add_argument("--out", help="output directory (default: checkpoints/warm_start_<env>)")
-    sft.add_argument("--steps", type=int, help="SFT optimizer steps")
-    sft.add_argument("--seed", type=int, default=0)
-    _add_set_flag(sft, "dotted override, e.g. --set sft.steps=200 (repeatable)")
-    _add_import_flag(sft)
+    _add_config_flags(sft)
+    sft.add_argument("--out", help="output directory (default: model.warm_start_dir)")
+    sft.add_argument("--steps", type=_positive_int, help="SFT optimizer steps (sft.steps)")
+    sft.add_argument("--seed", type=int, help="seed (default: train.seed)")
 
     ev = sub.add_parser("eval", help="held-out pass@1 of a policy (sampled)")
-    ev.add_argument("--model", required=True, help="path of a saved policy")
-    ev.add_argument("--env", default="calc")
-    ev.add_argument("--n", type=int, default=200, help="held-out tasks")
-    ev.add_argument("--samples", type=int, default=1, help="sampled trajectories per task")
+    _add_config_flags(ev)
+    ev.add_argument(
+        "--run",
+        metavar="RUN_DIR",
+        help="evaluate RUN_DIR/policy under the run's own config.yaml (--set still applies)",
+    )
+    ev.add_argument("--model", help="path of a saved policy (default with --run: RUN_DIR/policy)")
+    ev.add_argument("--n", type=_positive_int, help="held-out tasks (default: train.eval_n)")
+    ev.add_argument(
+        "--samples", type=_positive_int, default=1, help="sampled trajectories per task"
+    )
     ev.add_argument(
         "--baseline",
         help="a second saved policy scored on the same tasks; prints the paired difference",
@@ -86,19 +133,21 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", dest="json_path", help="also write the results as JSON")
     ev.add_argument(
         "--temperature",
-        type=float,
-        default=None,
-        help="sampling temperature (default: the env's rollout.temperature, as in training)",
+        type=_positive_float,
+        help="sampling temperature (rollout.temperature; default: the config's, as in training)",
     )
-    ev.add_argument("--seed", type=int, default=0)
-    _add_import_flag(ev)
+    ev.add_argument("--seed", type=int, help="task and sampling seed (default: train.seed)")
 
     presets = sub.add_parser("presets", help="list the presets (SAO and its baselines)")
-    presets.set_defaults(command="presets")
+    _add_common_flags(presets)
 
     show = sub.add_parser("config", help="print the resolved config as YAML")
     _add_config_flags(show)
     return parser
+
+
+def _debug_requested(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "debug", False)) or os.environ.get("SAO_DEBUG", "") not in ("", "0")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,71 +156,160 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    prog = f"sao {args.command}"
+    debug = _debug_requested(args)
     try:
-        return _dispatch(args)
+        return _dispatch(args, prog)
     except ConfigError as err:
-        print(f"sao: config error: {err}", file=sys.stderr)
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("sao: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader went away (`sao presets | head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as err:
+        if debug:
+            raise
+        lines = str(err).strip().splitlines()
+        what = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+        print(f"{prog}: {what} (--debug or SAO_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 1
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    for module in getattr(args, "imports", []):
-        importlib.import_module(module)
+def _import_modules(modules: Sequence[str]) -> None:
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            raise ConfigError(f"--import {module}: {err}") from None
+
+
+def _config_from(args: argparse.Namespace, prog: str, extra: Sequence[str] = ()) -> SAOConfig:
+    """The config of `--preset`, `--config`, `--env`, `--set` (+ `extra`), checked before use."""
+    overrides = list(args.overrides)
+    if args.env:
+        overrides.insert(0, f"env.name={args.env}")
+    config = load_config(args.preset or "sao", args.config_path, [*overrides, *extra])
+    _check_config(config, prog)
+    return config
+
+
+def _check_config(config: SAOConfig, prog: str) -> None:
+    """What every command refuses alike; warns of each algorithm setting the preset did not set."""
+    check_env(config)
+    if config.model.path:
+        check_policy_dir(config.model.path, "model.path")
+    for line in algorithm_overrides(config):
+        print(f"{prog}: warning: {line}", file=sys.stderr)
+
+
+def _dispatch(args: argparse.Namespace, prog: str) -> int:
+    _import_modules(getattr(args, "imports", []))
     if args.command == "presets":
-        for name, text in PRESET_DESCRIPTIONS.items():
-            print(f"{name:16s} {text}")
+        for name, preset in PRESETS.items():
+            print(f"{name:16s} {preset.description}")
         return 0
     if args.command == "config":
         import yaml
 
-        print(yaml.safe_dump(_config_from(args).model_dump(mode="json"), sort_keys=False), end="")
+        config = _config_from(args, prog)
+        print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
         return 0
-    if args.command in ("sft", "eval"):
-        _check_env(args.env)
     if args.command == "sft":
-        from sao.warmstart import run_sft_command
-
-        return run_sft_command(
-            env=args.env, out=args.out, steps=args.steps, seed=args.seed, overrides=args.overrides
-        )
+        return _sft(args, prog)
     if args.command == "eval":
-        from sao.evaluation import run_eval_command
-
-        return run_eval_command(
-            model=args.model,
-            env=args.env,
-            n=args.n,
-            samples=args.samples,
-            baseline=args.baseline,
-            json_path=args.json_path,
-            temperature=args.temperature,
-            seed=args.seed,
-        )
+        return _eval(args, prog)
     if args.command == "train":
+        return _train(args, prog)
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+def _sft(args: argparse.Namespace, prog: str) -> int:
+    config = _config_from(args, prog, [f"sft.steps={args.steps}"] if args.steps else [])
+    out = check_output_dir(args.out or config.warm_start_dir(), "--out")
+    seed = config.train.seed if args.seed is None else args.seed
+    from sao import warmstart  # torch and transformers load only after every check passed
+
+    warmstart.warm_start(config.env.name, out, config.sft, seed=seed)
+    return 0
+
+
+def _eval(args: argparse.Namespace, prog: str) -> int:
+    extra = [f"rollout.temperature={args.temperature}"] if args.temperature else []
+    if args.run:
+        _refuse_with(args, "--run", "it evaluates under the run's own config.yaml")
+        config = load_run_config(args.run, [*args.overrides, *extra])
+        _check_config(config, prog)
+        if args.model:
+            model = check_policy_dir(args.model, "--model")
+        else:
+            model = check_policy_dir(Path(args.run) / "policy", "--run")
+    elif args.model:
+        config = _config_from(args, prog, extra)
+        model = check_policy_dir(args.model, "--model")
+    else:
+        raise ConfigError("--model PATH or --run RUN_DIR is required")
+    if args.baseline:
+        check_policy_dir(args.baseline, "--baseline")
+    if args.json_path:
+        check_output_file(args.json_path, "--json")
+    from sao.evaluation import run_eval_command  # torch loads only after every check passed
+
+    return run_eval_command(
+        config,
+        model,
+        n=args.n or config.train.eval_n,
+        json_path=args.json_path,
+        seed=config.train.seed if args.seed is None else args.seed,
+        samples=args.samples,
+        baseline=args.baseline,
+    )
+
+
+def _train(args: argparse.Namespace, prog: str) -> int:
+    extra = []
+    if args.steps is not None:
+        extra.append(f"train.steps={args.steps}")
+    if args.out:
+        extra.append(f"train.out={args.out}")
+    if args.backend:
+        extra.append(f"train.backend={args.backend}")
+    if args.ray_address:
+        extra.append(f"train.ray_address={args.ray_address}")
+    if args.resume:
+        _refuse_with(args, "--resume", "a run continues under its saved config.yaml")
+        overrides = [*args.overrides, *extra]
+        _check_config(load_run_config(args.resume, overrides), prog)
         from sao.runtime.train import run_train_command
 
-        extra = []
-        if args.steps is not None:
-            extra.append(f"train.steps={args.steps}")
-        if args.out:
-            extra.append(f"train.out={args.out}")
-        if args.backend:
-            extra.append(f"train.backend={args.backend}")
-        if args.ray_address:
-            extra.append(f"train.ray_address={args.ray_address}")
-        if args.resume:
-            # The run's own config.yaml is the base; only what is given now overrides it.
-            overrides = [*args.overrides, *extra]
-            return run_train_command(None, resume=args.resume, overrides=overrides)
-        return run_train_command(_config_from(args, extra))
-    raise AssertionError(f"unhandled command {args.command}")
+        return run_train_command(None, resume=args.resume, overrides=overrides)
+    config = _config_from(args, prog, extra)
+    check_output_dir(config.run_dir(), "--out" if args.out else "train.out")
+    from sao.runtime.train import run_train_command  # torch loads only after every check passed
+
+    return run_train_command(config)
+
+
+def _refuse_with(args: argparse.Namespace, flag: str, why: str) -> None:
+    """Stop if a flag that `flag` cannot honour was given (rather than ignore it)."""
+    given = [
+        name
+        for name, value in (
+            ("--preset", args.preset),
+            ("--env", args.env),
+            ("--config", args.config_path),
+        )
+        if value
+    ]
+    if given:
+        raise ConfigError(
+            f"{flag}: {why}; {' and '.join(given)} cannot change it (--set can override fields)"
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,15 @@
 """One typed config tree for every run, with presets (SAO_SPEC section 6) and dotted overrides.
 
-Load order: defaults <- preset <- YAML file <- `key.path=value` overrides. Any unknown or
-out-of-range field fails with `ConfigError`, one line naming the field and what is allowed.
+Load order: defaults <- preset <- the environment's packaged file <- YAML file <- `key.path=value`
+overrides. Any unknown or out-of-range field fails with `ConfigError`, one line naming the field
+and what is allowed.
+
+A preset names an algorithm, and it means the same one on every environment: an environment's
+packaged file (`sao/configs/ENV.yaml`) may set only `ENV_FILE_SECTIONS` (environment, rollout,
+sft, train and value-pretraining size); one that sets an algorithm setting stops every run on
+that environment with one line. The user's own `--config` and `--set` may change algorithm
+settings; the command line then prints one warning per setting that differs from the preset
+(`algorithm_overrides`), so no override is silent.
 """
 
 from __future__ import annotations
@@ -11,6 +19,15 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from sao.presets import (
+    ENV_FILE_SECTIONS,
+    PRESETS,
+    deep_merge,
+    is_algorithm_key,
+    leaf_items,
+    under,
+)
 
 
 class ConfigError(ValueError):
@@ -217,44 +234,30 @@ def _env_slug(name: str) -> str:
     return name.replace(":", "_").replace("/", "_")
 
 
-# ---------------------------------------------------------------------------------- presets
-_CRITIC_OFF = {"critic": {"enabled": False}}
-_GROUP = {"rollout": {"group_size": 8}, "algo": {"advantage": "group"}}
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "sao": {},
-    "grpo": _GROUP
-    | _CRITIC_OFF
-    | {"algo": {"advantage": "group", "policy_loss": "ppo_clip", "eps_low": 0.2, "eps_high": 0.28}},
-    "grpo_dis": _GROUP | _CRITIC_OFF,
-    "vapo_nodis": {"algo": {"policy_loss": "ppo_clip", "eps_low": 0.2, "eps_high": 0.28}},
-    "running_mean": _CRITIC_OFF | {"algo": {"advantage": "running_mean"}},
-    "sao_k1": {"critic": {"k_updates": 1}},
-    "sao_full_critic": {"critic": {"freeze": ["none"]}},
-    "sao_step_mean": {"algo": {"advantage": "step_gae", "step_value": "mean"}},
-    "sao_step_last": {"algo": {"advantage": "step_gae", "step_value": "last"}},
-}
-PRESET_DESCRIPTIONS: dict[str, str] = {
-    "sao": "1 rollout/prompt, skip-obs token GAE, critic K=2 with frozen attention, DIS",
-    "grpo": "G=8 with group barrier, group-normalised advantage, PPO clip vs recomputed old log-probs",
-    "grpo_dis": "G=8 with group barrier, group-normalised advantage, DIS vs rollout log-probs",
-    "vapo_nodis": "as sao, but PPO clip vs learner-recomputed old log-probs",
-    "running_mean": "1 rollout/prompt, R - mean(last W rewards), DIS",
-    "sao_k1": "as sao, critic K=1",
-    "sao_full_critic": "as sao, no frozen attention in the critic",
-    "sao_step_mean": "as sao, step-level GAE, step value = mean of token values",
-    "sao_step_last": "as sao, step-level GAE, step value = last token's value",
-}
+ENV_FILE_DIR = Path(__file__).parent / "configs"
+"""Where environments' packaged files live (`ENV.yaml`, merged over the preset)."""
 
 
-def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and "options" not in key:
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+def preset_tree(preset: str) -> dict[str, Any]:
+    """The defaults with `preset`'s settings merged in, as a plain tree."""
+    return deep_merge(
+        SAOConfig().model_dump(mode="json"), {"preset": preset}, PRESETS[preset].settings
+    )
+
+
+def algorithm_overrides(config: SAOConfig) -> list[str]:
+    """One line for each algorithm setting of `config` that differs from its preset's value.
+
+    Environment files cannot cause one (`env_defaults` refuses them), so each comes from the
+    user's `--config` or `--set`: the run honours it, and the CLI names it on stderr.
+    """
+    reference = leaf_items(preset_tree(config.preset))
+    actual = leaf_items(config.model_dump(mode="json"))
+    return [
+        f"{key}={actual[key]!r} overrides preset {config.preset}'s {reference[key]!r}"
+        for key in actual
+        if is_algorithm_key(key) and actual[key] != reference.get(key)
+    ]
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -271,15 +274,25 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
 def parse_override(text: str) -> tuple[str, Any]:
     """`"algo.eps_low=0.2"` -> `("algo.eps_low", 0.2)`; the value is parsed as YAML."""
     if "=" not in text:
-        raise ConfigError(f"override {text!r}: expected key.path=value")
+        raise ConfigError(f"--set {text!r}: expected key.path=value")
     key, raw = text.split("=", 1)
     if not key.strip():
-        raise ConfigError(f"override {text!r}: empty key")
+        raise ConfigError(f"--set {text!r}: empty key")
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as err:
-        raise ConfigError(f"override {text!r}: value is not valid YAML ({err})") from None
+        raise ConfigError(
+            f"--set {text!r}: value is not valid YAML ({_yaml_problem(err)})"
+        ) from None
     return key.strip(), value
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where."""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}"
 
 
 def _one_line(err: ValidationError) -> str:
@@ -293,6 +306,24 @@ def _one_line(err: ValidationError) -> str:
     return f"{field}: {msg}, got {first.get('input')!r}{extra}"
 
 
+def read_yaml_file(path: str | Path, what: str = "config file") -> dict[str, Any]:
+    """A YAML mapping from `path`; ConfigError (one line) if missing, not UTF-8, or malformed."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{what} {path}: does not exist")
+    if not path.is_file():
+        raise ConfigError(f"{what} {path}: is not a file")
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{what} {path}: not UTF-8 text (byte {err.start})") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{what} {path}: not valid YAML ({_yaml_problem(err)})") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{what} {path}: top level must be a mapping")
+    return loaded
+
+
 def load_config(
     preset: str = "sao",
     yaml_path: str | Path | None = None,
@@ -301,39 +332,52 @@ def load_config(
     """Build a validated config.
 
     Order: defaults <- preset <- the environment's packaged defaults (`sao/configs/ENV.yaml`,
-    when there is one) <- YAML file <- dotted overrides.
+    when there is one) <- YAML file <- dotted overrides. The packaged defaults never touch an
+    algorithm setting (see `ENV_FILE_SECTIONS`); the user's file and overrides may, and
+    `algorithm_overrides` names what they changed.
     """
     if preset not in PRESETS:
         raise ConfigError(f"preset: unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
-    user: dict[str, Any] = {}
-    if yaml_path is not None:
-        path = Path(yaml_path)
-        if not path.is_file():
-            raise ConfigError(f"config file: {path} does not exist")
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"config file {path}: not valid YAML ({err})") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {path}: top level must be a mapping")
-        user = loaded
+    user: dict[str, Any] = read_yaml_file(yaml_path) if yaml_path is not None else {}
     for text in overrides:
         key, value = parse_override(text)
         _set_dotted(user, key, value)
-    tree: dict[str, Any] = _deep_merge({"preset": preset}, PRESETS[preset])
     env = user.get("env", {}).get("name", "calc") if isinstance(user.get("env"), dict) else "calc"
-    tree = _deep_merge(tree, env_defaults(str(env)))
-    tree = _deep_merge(tree, user)
+    tree = deep_merge({"preset": preset}, PRESETS[preset].settings, env_defaults(str(env)), user)
     try:
         return SAOConfig.model_validate(tree)
     except ValidationError as err:
         raise ConfigError(_one_line(err)) from None
 
 
+def load_run_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> SAOConfig:
+    """The config a run was made with (`RUN_DIR/config.yaml`, under its own preset) + overrides."""
+    path = Path(run_dir) / "config.yaml"
+    if not Path(run_dir).is_dir():
+        raise ConfigError(f"run directory {run_dir}: does not exist")
+    saved = read_yaml_file(path, "run config")
+    preset = saved.get("preset", "sao")
+    return load_config(str(preset), path, overrides)
+
+
 def env_defaults(env: str) -> dict[str, Any]:
-    """The packaged config overrides for an environment family (empty when there are none)."""
-    path = Path(__file__).parent / "configs" / f"{env.split(':', 1)[0]}.yaml"
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    """The packaged config overrides for an environment family (empty when there are none).
+
+    Raises:
+        ConfigError: if the file sets anything outside `ENV_FILE_SECTIONS` or a preset's key.
+    """
+    path = ENV_FILE_DIR / f"{env.split(':', 1)[0]}.yaml"
+    if not path.is_file():
+        return {}
+    tree = read_yaml_file(path, "environment file")
+    for key in leaf_items(tree):
+        if is_algorithm_key(key) or not under(key, ENV_FILE_SECTIONS):
+            raise ConfigError(
+                f"environment file {path.name}: sets {key}, but an environment file may set "
+                f"only {', '.join(ENV_FILE_SECTIONS)} and no preset's key (an algorithm "
+                "variant belongs in a preset of its own)"
+            )
+    return tree
 
 
 def save_config(config: SAOConfig, path: str | Path) -> None:

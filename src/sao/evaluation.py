@@ -18,9 +18,9 @@ from typing import Any
 from tqdm import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from sao.envs.registry import make_env, make_task_source
-from sao.rollout.agent_loop import AgentLoop
-from sao.rollout.engine import RolloutEngine, SamplingParams
+from sao.config import SAOConfig
+from sao.envs.registry import make_task_source
+from sao.runtime.builders import build_agent_loop
 
 
 def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -78,26 +78,24 @@ def paired_difference(scores: Sequence[float], baseline: Sequence[float]) -> dic
     }
 
 
+_EVAL_MAX_BATCH = 64
+
+
 def evaluate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    env: str = "calc",
-    n: int = 200,
+    config: SAOConfig,
+    n: int,
     *,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 96,
-    max_tokens: int = 384,
-    env_options: dict[str, Any] | None = None,
-    task_options: dict[str, Any] | None = None,
-    seed: int = 0,
-    max_batch: int = 64,
+    seed: int,
     version: int = 0,
-    env_workers: int = 4,
     samples: int = 1,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Sample `samples` trajectories for each of `n` held-out tasks and score them.
+    """Sample `samples` trajectories for each of `n` held-out tasks of `config`'s environment.
+
+    Sampling, budgets and environment options are `config`'s, through the same
+    `build_agent_loop` that training uses.
 
     Returns:
         `accuracy` (mean reward), `accuracy_ci95` (Wilson with one sample per task, else a
@@ -109,17 +107,10 @@ def evaluate(
     """
     if samples < 1:
         raise ValueError(f"samples: must be >= 1, got {samples}")
-    options = env_options or {}
-    tasks = make_task_source(env, **(task_options or {})).test(n, seed)
-    engine = RolloutEngine(model, tokenizer, max_batch=max_batch, seed=seed, version=version)
-    loop = AgentLoop(
-        engine,
-        tokenizer,
-        lambda: make_env(env, **options),
-        SamplingParams(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens),
-        max_tokens=max_tokens,
-        env_name=env,
-        env_workers=env_workers,
+    env = config.env.name
+    tasks = make_task_source(env, **config.env.task_options).test(n, seed)
+    loop = build_agent_loop(
+        config, model, tokenizer, seed=seed, version=version, max_batch=_EVAL_MAX_BATCH
     )
     try:
         episodes = [
@@ -171,43 +162,25 @@ def _summary_line(name: str, result: dict[str, Any]) -> str:
 
 
 def run_eval_command(
-    model: str,
-    env: str,
+    config: SAOConfig,
+    model: str | Path,
     n: int,
     json_path: str | None,
-    temperature: float | None,
     seed: int,
     samples: int = 1,
-    baseline: str | None = None,
+    baseline: str | Path | None = None,
 ) -> int:
-    """`sao eval`: load a saved policy (and a baseline), evaluate, print, optionally write JSON."""
-    from sao.config import load_config
+    """`sao eval`: score a saved policy (and a baseline) under `config`; print, maybe write JSON.
+
+    The caller has checked the paths (`sao.preflight`); nothing here runs before that.
+    """
     from sao.models.policy import load_policy
 
-    for flag, path in (("--model", model), ("--baseline", baseline)):
-        if path is not None and not Path(path).exists():
-            raise SystemExit(f"sao eval: {flag} {path} does not exist (run `sao sft` first?)")
-    if n < 1 or samples < 1:
-        raise SystemExit(f"sao eval: --n and --samples must be >= 1, got {n} and {samples}")
-    # The environment's packaged defaults (turn and token budgets, options) apply as in training.
-    config = load_config("sao", None, [f"env.name={env}"])
+    env = config.env.name
 
-    def score(path: str) -> dict[str, Any]:
+    def score(path: str | Path) -> dict[str, Any]:
         policy, tokenizer = load_policy(path)
-        return evaluate(
-            policy,
-            tokenizer,
-            env,
-            n,
-            temperature=config.rollout.temperature if temperature is None else temperature,
-            max_new_tokens=config.rollout.max_new_tokens,
-            max_tokens=config.env.max_tokens,
-            env_options={"max_turns": config.env.max_turns, **config.env.options},
-            task_options=config.env.task_options,
-            seed=seed,
-            samples=samples,
-            progress=True,
-        )
+        return evaluate(policy, tokenizer, config, n, seed=seed, samples=samples, progress=True)
 
     result = score(model)
     print(_summary_line(env, result))

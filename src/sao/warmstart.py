@@ -129,11 +129,6 @@ def train_sft(
     return curve
 
 
-def default_warm_start_dir(env: str) -> Path:
-    """Where `sao sft` writes by default and `sao train` looks: `checkpoints/warm_start_<env>`."""
-    return Path("checkpoints") / f"warm_start_{env.replace(':', '_').replace('/', '_')}"
-
-
 def warm_start(
     env: str,
     out: str | Path,
@@ -161,14 +156,3 @@ def warm_start(
         f"final loss {curve[-1]:.3f}; saved to {out}"
     )
     return out
-
-
-def run_sft_command(
-    env: str, out: str | None, steps: int | None, seed: int, overrides: Sequence[str] = ()
-) -> int:
-    """`sao sft`: warm-start and save; prints where the policy went."""
-    overrides = [f"env.name={env}", *overrides]
-    overrides += [f"sft.steps={steps}"] if steps is not None else []
-    config = load_config("sao", None, overrides).sft
-    warm_start(env, out or default_warm_start_dir(env), config, seed=seed)
-    return 0

@@ -5,7 +5,7 @@ import json
 import torch
 
 from sao.cli import main
-from sao.config import SFTConfig
+from sao.config import SFTConfig, load_config, save_config
 from sao.envs.registry import make_demonstrations
 from sao.models.policy import build_tiny_policy
 from sao.models.tokenizer import build_tokenizer
@@ -92,3 +92,16 @@ def test_sao_eval_compares_two_policies_on_the_same_tasks(tmp_path, capsys):
     paired = result["paired_difference"]
     expected = result["accuracy"] - result["baseline"]["accuracy"]
     assert paired["n"] == 3 and abs(paired["difference"] - expected) < 1e-9
+
+
+def test_sao_eval_run_scores_a_finished_run_under_its_own_config(tmp_path, capsys):
+    run = tmp_path / "run"
+    config = SFTConfig(steps=2, batch_size=4, warmup_steps=1, num_demonstrations=8)
+    warm_start("calc", run / "policy", config, progress=False)
+    overrides = ["train.eval_n=3", "rollout.top_p=0.5", "rollout.max_new_tokens=24"]
+    save_config(load_config("grpo_dis", overrides=overrides), run / "config.yaml")
+    report = tmp_path / "eval.json"
+    assert main(["eval", "--run", str(run), "--json", str(report)]) == 0
+    assert "warning" not in capsys.readouterr().err  # the run's own settings: no override
+    result = json.loads(report.read_text())
+    assert result["n"] == 3 and len(result["task_scores"]) == 3  # train.eval_n of the run

@@ -2,7 +2,14 @@
 
 import pytest
 
-from sao.config import PRESETS, ConfigError, load_config, save_config
+from sao.config import (
+    PRESETS,
+    ConfigError,
+    algorithm_overrides,
+    load_config,
+    load_run_config,
+    save_config,
+)
 
 
 def test_defaults_are_sao():
@@ -42,6 +49,7 @@ def test_defaults_are_sao():
             {"rollout.group_size": 1, "algo.policy_loss": "ppo_clip", "critic.enabled": True},
         ),
         ("running_mean", {"algo.advantage": "running_mean", "critic.enabled": False}),
+        ("sao_mc", {"algo.lambda_actor": 1.0, "algo.advantage": "token_gae"}),
         ("sao_k1", {"critic.k_updates": 1}),
         ("sao_full_critic", {"critic.freeze": ["none"]}),
         ("sao_step_mean", {"algo.advantage": "step_gae", "algo.step_value": "mean"}),
@@ -110,3 +118,56 @@ def test_adaptive_lambda_needs_token_gae():
     with pytest.raises(ConfigError, match="adaptive_lambda_alpha"):
         load_config("sao_step_mean", None, ["algo.adaptive_lambda_alpha=0.05"])
     assert load_config("sao", None, ["algo.adaptive_lambda_alpha=0.05"]).algo.adaptive_lambda_alpha
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("algo:\n  lambda_actor: 1.0\n", "algo.lambda_actor"),
+        ("critic:\n  k_updates: 4\n", "critic.k_updates"),
+        ("rollout:\n  group_size: 4\n", "rollout.group_size"),
+        ("actor:\n  lr: 0.01\n", "actor.lr"),
+        ("model:\n  path: somewhere\n", "model.path"),
+    ],
+)
+def test_an_environment_file_may_not_set_what_presets_own(monkeypatch, tmp_path, text, refused):
+    import sao.config
+
+    (tmp_path / "calc.yaml").write_text(text)
+    monkeypatch.setattr(sao.config, "ENV_FILE_DIR", tmp_path)
+    with pytest.raises(ConfigError) as info:
+        load_config("sao")
+    assert f"environment file calc.yaml: sets {refused}," in str(info.value)
+
+
+def test_an_environment_file_sets_environment_rollout_sft_train_and_pretraining(
+    monkeypatch, tmp_path
+):
+    import sao.config
+
+    (tmp_path / "calc.yaml").write_text(
+        "env:\n  max_turns: 3\nrollout:\n  temperature: 0.5\nsft:\n  steps: 7\n"
+        "train:\n  steps: 9\ncritic:\n  pretrain:\n    num_trajectories: 5\n"
+    )
+    monkeypatch.setattr(sao.config, "ENV_FILE_DIR", tmp_path)
+    cfg = load_config("grpo_dis")
+    assert (cfg.env.max_turns, cfg.rollout.temperature, cfg.sft.steps) == (3, 0.5, 7)
+    assert (cfg.train.steps, cfg.critic.pretrain.num_trajectories) == (9, 5)
+    assert algorithm_overrides(cfg) == []
+
+
+def test_algorithm_overrides_name_each_setting_the_preset_did_not_set(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("critic:\n  k_updates: 3\n  pretrain:\n    max_steps: 5\n")
+    cfg = load_config("sao_k1", path, ["algo.lambda_actor=1.0", "train.steps=3"])
+    assert algorithm_overrides(cfg) == [
+        "algo.lambda_actor=1.0 overrides preset sao_k1's 0.95",
+        "critic.k_updates=3 overrides preset sao_k1's 1",
+    ]
+
+
+def test_a_run_config_reloads_under_its_own_preset(tmp_path):
+    saved = load_config("grpo", overrides=["env.name=style_stream", "train.steps=4"])
+    save_config(saved, tmp_path / "config.yaml")
+    assert load_run_config(tmp_path) == saved
+    assert load_run_config(tmp_path, ["train.steps=8"]).train.steps == 8

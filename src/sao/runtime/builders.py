@@ -63,12 +63,17 @@ def build_agent_loop(
     *,
     seed: int,
     version: int = 0,
+    max_batch: int | None = None,
 ) -> AgentLoop:
-    """An engine (its own copy of `policy`, in `rollout.precision`) driven by an agent loop."""
+    """An engine (its own copy of `policy`, in `rollout.precision`) driven by an agent loop.
+
+    The one place a config becomes engine and agent-loop arguments: training, value pretraining
+    and every eval sample under the same settings. `max_batch` defaults to `rollout.concurrency`.
+    """
     engine = RolloutEngine(
         policy,
         tokenizer,
-        max_batch=config.rollout.concurrency,
+        max_batch=config.rollout.concurrency if max_batch is None else max_batch,
         precision=config.rollout.precision,
         seed=seed,
         version=version,

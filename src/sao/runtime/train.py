@@ -62,17 +62,10 @@ def held_out_eval(learner: Learner, tokenizer: Any, config: SAOConfig) -> dict[s
     return evaluate(
         learner.policy,
         tokenizer,
-        config.env.name,
+        config,
         config.train.eval_n,
-        temperature=config.rollout.temperature,
-        top_p=config.rollout.top_p,
-        max_new_tokens=config.rollout.max_new_tokens,
-        max_tokens=config.env.max_tokens,
-        env_options={"max_turns": config.env.max_turns, **config.env.options},
-        task_options=config.env.task_options,
         seed=config.train.seed,
         version=learner.version,
-        env_workers=config.rollout.env_workers,
     )
 
 

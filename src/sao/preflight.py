@@ -1,0 +1,90 @@
+"""Checks a command runs before any work: every input it will read and every output it will write.
+
+Each failure is a `ConfigError` whose message is the one line the command line prints, so a bad
+path or name costs nothing (no model loaded, no step trained) and the cause is named.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from sao.config import ConfigError, SAOConfig
+
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+
+
+def check_env(config: SAOConfig) -> None:
+    """Build the config's environment and task source once, so a bad name or option fails here.
+
+    Covers unknown families, a family that needs a variant (`reasoning_gym` alone), an unknown
+    variant (`reasoning_gym:nonexistent_dataset`) and options the environment does not take.
+    """
+    from sao.envs.registry import check_env_name, make_env, make_task_source
+
+    name = config.env.name
+    check_env_name(name)
+    try:
+        make_env(name, max_turns=config.env.max_turns, **config.env.options)
+        make_task_source(name, **config.env.task_options)
+    except (ValueError, TypeError, ImportError) as err:
+        # The registry's own messages name the field it was given (`name: ...`).
+        reason = _first_line(err).removeprefix("name: ")
+        raise ConfigError(f"env {name!r}: {reason}") from None
+
+
+def check_policy_dir(path: str | Path, what: str) -> Path:
+    """`path` if it holds a saved model (config.json and weights); ConfigError otherwise."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{what} {path}: does not exist")
+    if not path.is_dir():
+        raise ConfigError(f"{what} {path}: is a file, not a directory holding a saved model")
+    if not (path / "config.json").is_file() or not any(
+        (path / name).is_file() for name in _WEIGHT_FILES
+    ):
+        raise ConfigError(
+            f"{what} {path}: not a saved model (needs config.json and model weights, "
+            "as `sao sft` or `sao train` write them)"
+        )
+    return path
+
+
+def check_output_dir(path: str | Path, what: str) -> Path:
+    """`path` if it is a directory, or can be created, and can be written to; nothing is created.
+
+    Writability is tested by creating and removing a temporary directory in the nearest existing
+    ancestor (permission bits say nothing for root, nor for `/proc`).
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} {path}: exists and is not a directory")
+    _probe_writable(path, what)
+    return path
+
+
+def check_output_file(path: str | Path, what: str) -> Path:
+    """`path` if it is a file that can be (over)written, or can be created; nothing is created."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{what} {path}: is a directory")
+    _probe_writable(path.parent, what, target=path)
+    return path
+
+
+def _probe_writable(directory: Path, what: str, target: Path | None = None) -> None:
+    shown = target if target is not None else directory
+    ancestor = directory
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"{what} {shown}: {ancestor} is a file, not a directory")
+    try:
+        Path(tempfile.mkdtemp(prefix=".sao-probe-", dir=ancestor)).rmdir()
+    except OSError as err:
+        raise ConfigError(f"{what} {shown}: cannot write in {ancestor} ({err.strerror})") from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
