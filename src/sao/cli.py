@@ -69,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--backend", choices=["local", "ray"], help="runtime backend")
     train.add_argument("--ray-address", help="join an existing Ray cluster")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
+    train.add_argument(
+        "--quick",
+        action="store_true",
+        help="the whole pipeline at toy size in about a minute (sao.runtime.quick)",
+    )
+    # None marks "not given", so that --resume can tell a change of preset from the default.
+    train.set_defaults(preset=None)
 
     sft = sub.add_parser("sft", help="warm start: train the tiny policy on teacher demonstrations")
     sft.add_argument("--env", default="calc", help="environment whose demonstrations to use")
@@ -159,8 +166,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
     if args.command == "train":
-        from sao.runtime.train import run_train_command
+        from sao.runtime.launch import FixedFlags, run_train_command
+        from sao.runtime.quick import QUICK_OVERRIDES
 
+        if args.quick:
+            # Over the defaults and any --config file, under --set and the flags below.
+            args.overrides = [*QUICK_OVERRIDES, *args.overrides]
         extra = []
         if args.steps is not None:
             extra.append(f"train.steps={args.steps}")
@@ -172,8 +183,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             extra.append(f"train.ray_address={args.ray_address}")
         if args.resume:
             # The run's own config.yaml is the base; only what is given now overrides it.
+            fixed = FixedFlags(args.preset, args.env, args.config_path, args.out)
             overrides = [*args.overrides, *extra]
-            return run_train_command(None, resume=args.resume, overrides=overrides)
+            return run_train_command(None, resume=args.resume, overrides=overrides, fixed=fixed)
+        args.preset = args.preset or "sao"
         return run_train_command(_config_from(args, extra))
     raise AssertionError(f"unhandled command {args.command}")
 
