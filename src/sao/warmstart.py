@@ -26,6 +26,7 @@ from sao.envs.registry import make_demonstrations
 from sao.learner.chunking import chunked_forward
 from sao.models.policy import build_tiny_policy, save_policy
 from sao.models.tokenizer import build_tokenizer
+from sao.runtime.faults import pause_point
 
 Segments = list[tuple[str, bool]]
 
@@ -146,6 +147,7 @@ def train_sft(
         done = step + 1
         if state_path is not None and done % config.checkpoint_every == 0 and done < config.steps:
             _save_sft_state(state_path, fingerprint, model, optimizer, scheduler, rng, curve)
+            pause_point(f"sft-saved:{done}")
     model.eval()
     return curve
 

@@ -10,6 +10,7 @@ with one warning line, past any that cannot be read.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 import torch
 
 from sao.runtime.durable import atomic_write_text, fsync_dir, strict_dumps
+from sao.runtime.faults import pause_point
 from sao.runtime.record import RunRecord
 
 _PREFIX = "step_"
@@ -72,7 +74,7 @@ def save_checkpoint(
     if final.exists():
         # Only after a fallback past a torn checkpoint does a step get written twice.
         shutil.rmtree(final)
-    _pause_for_fault_tests()
+    pause_point(f"checkpoint-write:{step}")
     os.replace(tmp, final)
     fsync_dir(root)
     atomic_write_text(root / "latest", final.name + "\n")
@@ -80,22 +82,8 @@ def save_checkpoint(
     return final
 
 
-def _pause_for_fault_tests() -> None:
-    """Hold the checkpoint write half-done for `SAO_FAULT_CHECKPOINT_PAUSE_S` seconds, so a test
-    can kill the process at exactly that moment (unset: no pause)."""
-    pause = os.environ.get("SAO_FAULT_CHECKPOINT_PAUSE_S")
-    if pause:
-        import time
-
-        marker = os.environ.get("SAO_FAULT_MARKER")
-        if marker:
-            Path(marker).write_text("checkpoint-write\n")
-        time.sleep(float(pause))
-
-
 def load_checkpoint(path: Path) -> tuple[dict[str, Any], RunRecord]:
     """`(learner_state, record)` of one checkpoint directory."""
-    import json
 
     record = RunRecord.from_dict(json.loads((path / "record.json").read_text()))
     state = torch.load(path / "learner.pt", weights_only=False)
@@ -139,8 +127,6 @@ def prune_checkpoints(run_dir: Path, keep: int) -> list[int]:
 
 
 def _best_step(run_dir: Path, steps: list[int]) -> int | None:
-    import json
-
     best: tuple[float, int] | None = None
     for step in steps:
         try:

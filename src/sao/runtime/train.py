@@ -35,6 +35,7 @@ from sao.models.policy import load_policy, save_policy
 from sao.runtime.backends import Backend, LearnerHandle, make_backend
 from sao.runtime.checkpoints import load_latest_checkpoint, save_checkpoint
 from sao.runtime.durable import rewrite_jsonl
+from sao.runtime.faults import pause_point
 from sao.runtime.pretraining import run_value_pretraining
 from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
@@ -143,6 +144,7 @@ def _begin(
     checkpoint = load_latest_checkpoint(run_dir) if resume else None
     critic = ValueModel.from_policy(policy) if config.critic.enabled else None
     if checkpoint is None and critic is not None and config.critic.pretrain.num_trajectories:
+        pause_point("value-pretraining")
         curve = run_value_pretraining(config, policy, tokenizer, critic, progress)
         rewrite_jsonl(run_dir / "value_pretrain.jsonl", curve)
         clock.beat()
@@ -219,10 +221,12 @@ def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | N
     at_end = step >= config.train.steps
     record.eval_accuracy_at_step = None
     if at_end or (config.train.eval_every and step % config.train.eval_every == 0):
+        pause_point(f"eval:{step}")
         record.last_eval = held_out_eval(run.learner, run.tokenizer, config)
         record.eval_accuracy_at_step = record.last_eval["accuracy"]
         metrics.update(eval_metrics(record.last_eval))
     run.log.log(step, metrics)
+    pause_point(f"step-logged:{step}")
     if at_end or step % config.train.checkpoint_every == 0:
         _checkpoint(run)
     run.clock.beat()
