@@ -169,4 +169,4 @@ class RunClock:
     def total_s(self) -> float:
         """Wall seconds of every invocation so far, this one included."""
         self.beat()
-        return sum(s["wall_s"] for s in self.sessions)
+        return round(sum(s["wall_s"] for s in self.sessions), 3)

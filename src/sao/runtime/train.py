@@ -78,24 +78,26 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
     """Run (or continue) training into `run_dir`; returns the summary written to summary.json."""
     clock = RunClock(run_dir)
     run, backlog = _begin(config, run_dir, resume, progress, clock)
-    backend = make_backend(
-        config,
-        run.learner.policy,
-        run.tokenizer,
-        version=run.learner.version,
-        start_index=backlog.start_index,
-        abandoned=backlog.abandoned,
-        log_dir=run_dir,
-    )
+    backend: Backend | None = None
     in_flight = 0
     try:
+        backend = make_backend(
+            config,
+            run.learner.policy,
+            run.tokenizer,
+            version=run.learner.version,
+            start_index=backlog.start_index,
+            abandoned=backlog.abandoned,
+            log_dir=run_dir,
+        )
         run.learner = backend.attach_learner(run.learner)
         backend.requeue(backlog.pending)
         backend.start()
         _train_loop(run, backend, progress)
         in_flight = backend.rollout_stats()["in_flight"]
     finally:
-        backend.close()
+        if backend is not None:
+            backend.close()
         run.log.close()
     return _finish(run, in_flight)
 
