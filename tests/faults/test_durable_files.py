@@ -110,3 +110,16 @@ def test_pruning_keeps_the_newest_and_the_best(tmp_path):
     assert checkpoint_steps(tmp_path) == [10, 8, 4]
     assert prune_checkpoints(tmp_path, keep=1) == [8]
     assert (tmp_path / "checkpoints" / "latest").read_text().strip() == "step_10"
+
+
+def test_a_checkpoint_from_before_record_json_still_resumes(tmp_path):
+    old = tmp_path / "checkpoints" / "step_3"
+    old.mkdir(parents=True)
+    torch.save(_state(3), old / "learner.pt")
+    evaluation = {"accuracy": 0.5, "accuracy_ci95": [0.4, 0.6], "n": 4}
+    book = {"trained_indices": [0, 1, 2], "dropped_indices": [5], "initial_eval": evaluation}
+    (old / "bookkeeping.json").write_text(json.dumps(book))
+    state, record = load_latest_checkpoint(tmp_path)
+    assert state["version"] == 3 and record.step == 3
+    assert record.trained_indices == [0, 1, 2] and record.settled() == {0, 1, 2, 5}
+    assert record.initial_eval == record.last_eval == evaluation

@@ -84,10 +84,24 @@ def save_checkpoint(
 
 def load_checkpoint(path: Path) -> tuple[dict[str, Any], RunRecord]:
     """`(learner_state, record)` of one checkpoint directory."""
-
-    record = RunRecord.from_dict(json.loads((path / "record.json").read_text()))
     state = torch.load(path / "learner.pt", weights_only=False)
+    if not (path / "record.json").exists() and (path / "bookkeeping.json").exists():
+        return state, _record_from_bookkeeping(path / "bookkeeping.json", int(state["version"]))
+    record = RunRecord.from_dict(json.loads((path / "record.json").read_text()))
     return state, record
+
+
+def _record_from_bookkeeping(path: Path, step: int) -> RunRecord:
+    """The record of a checkpoint written before `record.json` existed (an untyped dict with
+    the trained and dropped indices and the initial eval); its latest eval is not known."""
+    book = json.loads(path.read_text())
+    return RunRecord(
+        step=step,
+        trained_indices=list(book["trained_indices"]),
+        dropped_indices=list(book["dropped_indices"]),
+        initial_eval=book["initial_eval"],
+        last_eval=book["initial_eval"],
+    )
 
 
 def load_latest_checkpoint(run_dir: Path) -> tuple[dict[str, Any], RunRecord] | None:

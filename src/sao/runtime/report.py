@@ -67,7 +67,7 @@ def summarize(
         "final_accuracy_ci95": final["accuracy_ci95"],
         "eval_n": final["n"],
         # Both evals score the same held-out tasks, so the per-task difference is the sharper test.
-        "accuracy_gain": paired_difference(final["task_scores"], initial["task_scores"]),
+        "accuracy_gain": _paired_gain(initial, final),
         "wall_s": wall_s,
         "trajectories_completed": completed,
         "trajectories_trained": trained,
@@ -75,3 +75,11 @@ def summarize(
         "trajectories_untrained_in_queue": completed - trained - dropped,
         "in_flight_abandoned": in_flight,
     }
+
+
+def _paired_gain(initial: dict[str, Any], final: dict[str, Any]) -> dict[str, Any] | None:
+    """Final minus initial pass@1 paired over the held-out tasks (None when an eval from an older
+    version of `sao` lacks the per-task scores)."""
+    if "task_scores" not in initial or "task_scores" not in final:
+        return None
+    return paired_difference(final["task_scores"], initial["task_scores"])
