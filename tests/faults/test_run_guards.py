@@ -87,3 +87,12 @@ def test_a_ray_address_where_nothing_listens_fails_before_any_work(tmp_path, cap
     line = _refusal(argv, capsys)
     assert f"nothing answers at Ray address 127.0.0.1:{port}" in line
     assert not no_warm_start.exists()
+
+
+def test_a_missing_model_path_fails_before_the_run_directory_is_written(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    line = _refusal(
+        ["train", "--out", str(run_dir), "--set", f"model.path={tmp_path / 'absent'}"], capsys
+    )
+    assert "model.path" in line and "does not exist" in line
+    assert not run_dir.exists(), "a failed start must leave nothing that blocks the next one"

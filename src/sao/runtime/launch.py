@@ -103,6 +103,8 @@ def resumed_config(run_dir: Path, overrides: list[str], fixed: FixedFlags) -> SA
 
 def preflight(config: SAOConfig, run_dir: Path) -> None:
     """Fail now, with one line, on anything that would fail only after costly work."""
+    if config.model.path and not Path(config.model.path).exists():
+        raise SystemExit(f"sao train: model.path {config.model.path} does not exist")
     check_writable(run_dir, "run directory")
     if not config.model.path and not (config.warm_start_dir() / "config.json").exists():
         check_writable(config.warm_start_dir().parent, "warm-start directory")
