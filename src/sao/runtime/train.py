@@ -78,6 +78,9 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
     """Run (or continue) training into `run_dir`; returns the summary written to summary.json."""
     clock = RunClock(run_dir)
     run, backlog = _begin(config, run_dir, resume, progress, clock)
+    if run.learner.version >= config.train.steps:  # a finished run resumed: report again only
+        run.log.close()
+        return _finish(run, in_flight=0)
     backend: Backend | None = None
     in_flight = 0
     try:
