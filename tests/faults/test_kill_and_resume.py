@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from sao.runtime.durable import read_jsonl
 
@@ -86,6 +87,18 @@ def _latest_record(run_dir: Path) -> dict:
     return json.loads((run_dir / "checkpoints" / f"step_{steps[-1]}" / "record.json").read_text())
 
 
+def _newest_saved(run_dir: Path, sft_partial: Path) -> str:
+    """What a resume can start from: the newest learner checkpoint, else the SFT state, else the
+    finished warm start (`sft_partial` sits beside it)."""
+    steps = [int(p.name.split("_")[1]) for p in (run_dir / "checkpoints").glob("step_*")]
+    if steps:
+        return f"checkpoint {max(steps)}"
+    if (sft_partial / "sft_state.pt").exists():
+        state = torch.load(sft_partial / "sft_state.pt", weights_only=False)
+        return f"sft step {len(state['curve'])}"
+    return "warm start" if (sft_partial.with_name("warm") / "config.json").exists() else "nothing"
+
+
 def _strict_json(text: str) -> object:
     def refuse(name: str) -> object:
         raise ValueError(f"not strict JSON: {name}")
@@ -105,6 +118,8 @@ def test_killed_anywhere_resumes_without_loss_or_duplicates(tmp_path: Path) -> N
     }
     flags = [f"--set={item}" for item in [*TOY, f"model.warm_start_dir={tmp_path / 'warm'}"]]
     completed_at_kill: dict[str, set[int]] = {}
+    saved_at_kill: dict[str, str] = {}
+    outputs: list[str] = []
     for number, (moment, sig) in enumerate(KILLS):
         args = ["--out", str(run_dir), *flags] if number == 0 else ["--resume", str(run_dir)]
         marker.unlink(missing_ok=True)
@@ -115,7 +130,9 @@ def test_killed_anywhere_resumes_without_loss_or_duplicates(tmp_path: Path) -> N
         assert proc.returncode != 0, f"killed at {moment} but exited 0:\n{out[-2000:]}"
         if sig == signal.SIGINT:
             assert "Traceback" not in out, out[-3000:]
+        outputs.append(out)
         completed_at_kill[f"{moment} ({sig.name})"] = set(_logged_indices(run_dir))
+        saved_at_kill[f"{moment} ({sig.name})"] = _newest_saved(run_dir, tmp_path / "warm.partial")
 
     final = _sao_train(["--resume", str(run_dir), "--steps", str(FINAL_STEPS)], base_env, tmp_path)
     out, _ = final.communicate(timeout=TIMEOUT_S)
@@ -124,14 +141,19 @@ def test_killed_anywhere_resumes_without_loss_or_duplicates(tmp_path: Path) -> N
     record = _latest_record(run_dir)
     trained = record["trained_indices"]
     logged = _logged_indices(run_dir)
-    table = ["kill moment                    completed  trained  lost  duplicated"]
+    # The SFT stopped at step 10 continued from there, not from scratch.
+    assert saved_at_kill[f"{KILLS[0][0]} ({KILLS[0][1].name})"] == "sft step 10"
+    assert "sft: continuing from step 10" in outputs[1]
+    table = [
+        "kill moment                    saved before kill  completed  trained  lost  duplicated"
+    ]
     for moment, completed in completed_at_kill.items():
         trained_once = {i for i in completed if trained.count(i) == 1}
         duplicated = {i for i in completed if trained.count(i) > 1 or logged.count(i) > 1}
         lost = completed - set(trained) - set(record["dropped_indices"])
         table.append(
-            f"{moment:30s} {len(completed):9d} {len(trained_once):8d} {len(lost):5d} "
-            f"{len(duplicated):11d}"
+            f"{moment:30s} {saved_at_kill[moment]:17s} {len(completed):10d} "
+            f"{len(trained_once):8d} {len(lost):5d} {len(duplicated):11d}"
         )
         assert not lost, f"{moment}: completed but never trained: {sorted(lost)}"
         assert not duplicated, f"{moment}: trained or logged twice: {sorted(duplicated)}"
