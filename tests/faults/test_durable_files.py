@@ -41,11 +41,12 @@ def test_a_torn_only_line_leaves_an_empty_log(tmp_path):
     assert path.read_text() == ""
 
 
-def test_a_bad_line_inside_a_log_is_an_error_naming_it(tmp_path):
+def test_a_damaged_line_inside_a_log_is_skipped_and_named(tmp_path, capsys):
     path = tmp_path / "log.jsonl"
-    path.write_text('{"a": 1}\nnot json\n{"a": 2}\n')
-    with pytest.raises(ValueError, match=r"log.jsonl:2"):
-        read_jsonl(path)
+    path.write_text('{"a": 1}\n{"a": 2{"a": 3}\n{"a": 4}\n')
+    assert read_jsonl(path) == [{"a": 1}, {"a": 4}]
+    err = capsys.readouterr().err.strip()
+    assert "log.jsonl:2 is not a JSON record" in err and "\n" not in err
 
 
 def test_written_json_is_strict(tmp_path):

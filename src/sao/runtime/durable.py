@@ -110,8 +110,10 @@ def open_jsonl_for_append(path: Path) -> IO[str]:
 
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """The records of a JSONL file; an unterminated last line is skipped (torn or in progress),
-    and a line that is not JSON anywhere else fails with a message naming the file and line."""
+    """The records of a JSONL file; an unterminated last line is skipped (torn or in progress).
+
+    A line that is not JSON anywhere else (a record glued onto a torn one by a writer that did
+    not repair it) is skipped with a warning naming the file and line."""
     if not path.exists():
         return
     text = path.read_text()
@@ -121,9 +123,14 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
+            record = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{number}: not a JSON record ({err.msg})") from None
+            print(
+                f"sao: warning: {path}:{number} is not a JSON record ({err.msg}); skipped",
+                file=sys.stderr,
+            )
+            continue
+        yield record
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
