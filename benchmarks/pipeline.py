@@ -91,6 +91,16 @@ def _tasks():
         i += 1
 
 
+class _WeightlessLearner:
+    """Stands in for a learner at `version` whose weights are empty (nothing to swap)."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+
+    def policy_state_dict(self) -> dict:
+        return {}
+
+
 def measure(preset: str, mode: str, args, mu: float, sigma: float) -> tuple[float, list[float]]:
     """Trajectories per second delivered to the learner over `args.steps` learner steps."""
     config = load_config(
@@ -121,7 +131,7 @@ def measure(preset: str, mode: str, args, mu: float, sigma: float) -> tuple[floa
     delivered = 0
     for version in range(1, args.steps + 1):
         delivered += len(backend.next_batch(config.train.batch_size))
-        backend.publish({}, version)
+        backend.publish_weights(_WeightlessLearner(version))
     elapsed = time.perf_counter() - t0
     backend.close()
     return delivered / elapsed, loop.drawn

@@ -107,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUN_DIR",
         help="continue an interrupted run under its saved config.yaml (--set still applies)",
     )
+    train.add_argument(
+        "--quick",
+        action="store_true",
+        help="the whole pipeline at toy size in about a minute (sao.runtime.quick)",
+    )
 
     sft = sub.add_parser("sft", help="warm start: train the tiny policy on teacher demonstrations")
     _add_config_flags(sft)
@@ -272,6 +277,11 @@ def _eval(args: argparse.Namespace, prog: str) -> int:
 
 
 def _train(args: argparse.Namespace, prog: str) -> int:
+    if args.quick:
+        from sao.runtime.quick import QUICK_OVERRIDES
+
+        # Over the defaults and any --config file, under --set and the flags below.
+        args.overrides = [*QUICK_OVERRIDES, *args.overrides]
     extra = []
     if args.steps is not None:
         extra.append(f"train.steps={args.steps}")
@@ -282,15 +292,15 @@ def _train(args: argparse.Namespace, prog: str) -> int:
     if args.ray_address:
         extra.append(f"train.ray_address={args.ray_address}")
     if args.resume:
-        _refuse_with(args, "--resume", "a run continues under its saved config.yaml")
-        overrides = [*args.overrides, *extra]
-        _check_config(load_run_config(args.resume, overrides), prog)
-        from sao.runtime.train import run_train_command
+        # The run's own config.yaml is the base; only what is given now overrides it.
+        from sao.runtime.launch import FixedFlags, run_train_command
 
-        return run_train_command(None, resume=args.resume, overrides=overrides)
+        fixed = FixedFlags(args.preset, args.env, args.config_path, args.out)
+        overrides = [*args.overrides, *extra]
+        return run_train_command(None, resume=args.resume, overrides=overrides, fixed=fixed)
     config = _config_from(args, prog, extra)
     check_output_dir(config.run_dir(), "--out" if args.out else "train.out")
-    from sao.runtime.train import run_train_command  # torch loads only after every check passed
+    from sao.runtime.launch import run_train_command  # torch loads only after every check passed
 
     return run_train_command(config)
 

@@ -166,7 +166,10 @@ class TrainConfig(_Section):
     eval_n: int = Field(200, ge=1)
     """Held-out tasks per eval."""
     checkpoint_every: int = Field(20, ge=1)
-    """Checkpoint every N steps (always at the end)."""
+    """Checkpoint every N steps (always at step 0, after value pretraining, and at the end)."""
+    keep_checkpoints: int = Field(2, ge=1)
+    """Checkpoints kept: the N newest, plus the one with the best held-out accuracy measured at
+    its own step; older ones are deleted as new ones are written."""
     seed: int = 0
     """Seed for tasks, sampling and initialisation."""
     out: str = "runs/{env}_{preset}"
@@ -192,6 +195,9 @@ class SFTConfig(_Section):
     """AdamW weight decay."""
     grad_clip: float = Field(1.0, gt=0.0)
     """Global gradient-norm clip."""
+    checkpoint_every: int = Field(50, ge=1)
+    """Save the SFT state (model, optimizer, step) every N steps next to the output directory,
+    so an interrupted warm start continues where it stopped."""
 
 
 class SAOConfig(_Section):

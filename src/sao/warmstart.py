@@ -8,10 +8,13 @@ with `save_pretrained`, ready for `sao eval` and `sao train`.
 from __future__ import annotations
 
 import math
+import os
 import random
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +26,7 @@ from sao.envs.registry import make_demonstrations
 from sao.learner.chunking import chunked_forward
 from sao.models.policy import build_tiny_policy, save_policy
 from sao.models.tokenizer import build_tokenizer
+from sao.runtime.faults import pause_point
 
 Segments = list[tuple[str, bool]]
 
@@ -91,8 +95,13 @@ def train_sft(
     config: SFTConfig,
     seed: int = 0,
     progress: bool = True,
+    state_path: Path | None = None,
 ) -> list[float]:
-    """Train `model` in place on the examples; returns the loss curve (one value per step)."""
+    """Train `model` in place on the examples; returns the loss curve (one value per step).
+
+    With `state_path`, the whole training state is saved there every `config.checkpoint_every`
+    steps, and a state found there (from the same settings) is continued instead of starting over.
+    """
     encoded = [encode_segments(tokenizer, ex) for ex in examples]
     if not encoded:
         raise ValueError("train_sft: no demonstrations")
@@ -108,11 +117,21 @@ def train_sft(
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress_frac))
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
-    model.train()
+    fingerprint = {"sft": config.model_dump(mode="json"), "seed": seed, "n": len(encoded)}
     curve: list[float] = []
-    bar = tqdm(range(config.steps), desc="sft", disable=not progress, dynamic_ncols=True)
+    if state_path is not None:
+        curve = _restore_sft_state(state_path, fingerprint, model, optimizer, scheduler, rng)
+    model.train()
+    bar = tqdm(
+        range(len(curve), config.steps),
+        initial=len(curve),
+        total=config.steps,
+        desc="sft",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
     size = min(config.batch_size, len(encoded))
-    for _ in bar:
+    for step in bar:
         batch = [encoded[i] for i in rng.sample(range(len(encoded)), size)]
         input_ids, loss_mask = collate_demonstrations(batch, tokenizer.pad_token_id)
         loss = sft_loss(
@@ -125,8 +144,67 @@ def train_sft(
         scheduler.step()
         curve.append(loss.item())
         bar.set_postfix(loss=f"{curve[-1]:.3f}")
+        done = step + 1
+        if state_path is not None and done % config.checkpoint_every == 0 and done < config.steps:
+            _save_sft_state(state_path, fingerprint, model, optimizer, scheduler, rng, curve)
+            pause_point(f"sft-saved:{done}")
     model.eval()
     return curve
+
+
+def _save_sft_state(
+    path: Path,
+    fingerprint: dict[str, Any],
+    model: PreTrainedModel,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    rng: random.Random,
+    curve: list[float],
+) -> None:
+    """Everything needed to continue SFT at the next step, written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "fingerprint": fingerprint,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "rng": rng.getstate(),
+        "torch_rng": torch.get_rng_state(),
+        "curve": curve,
+    }
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(state, tmp)
+    with tmp.open("rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _restore_sft_state(
+    path: Path,
+    fingerprint: dict[str, Any],
+    model: PreTrainedModel,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    rng: random.Random,
+) -> list[float]:
+    """The loss curve so far, after loading a saved state into the objects (empty if none)."""
+    if not path.exists():
+        return []
+    try:
+        state = torch.load(path, weights_only=False)
+    except Exception as err:  # a torn or foreign file: start over rather than fail
+        print(f"sft: warning: {path} is unreadable ({type(err).__name__}); starting over")
+        return []
+    if state["fingerprint"] != fingerprint:
+        print(f"sft: {path} was saved with other settings; starting over")
+        return []
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    rng.setstate(state["rng"])
+    torch.set_rng_state(state["torch_rng"])
+    print(f"sft: continuing from step {len(state['curve'])} ({path})")
+    return list(state["curve"])
 
 
 def warm_start(
@@ -139,6 +217,8 @@ def warm_start(
     """Build the tiny policy, train it on `env`'s demonstrations and save it to `out`.
 
     `config` defaults to the environment's `sft` section (`sao/configs/ENV.yaml` over defaults).
+    Progress is saved in `OUT.partial/` (see `train_sft`), so an interrupted warm start continues
+    where it stopped; the policy appears in `out` only once complete.
     """
     if config is None:
         config = load_config("sao", None, [f"env.name={env}"]).sft
@@ -147,12 +227,35 @@ def warm_start(
     model = build_tiny_policy(tokenizer, seed=seed)
     examples = make_demonstrations(env, config.num_demonstrations, seed)
     t0 = time.time()
-    curve = train_sft(model, tokenizer, examples, config, seed=seed, progress=progress)
     out = Path(out)
-    save_policy(model, tokenizer, out)
-    (out / "sft_curve.txt").write_text("\n".join(f"{x:.5f}" for x in curve) + "\n")
+    partial = out.with_name(out.name + ".partial")
+    curve = train_sft(
+        model,
+        tokenizer,
+        examples,
+        config,
+        seed=seed,
+        progress=progress,
+        state_path=partial / "sft_state.pt",
+    )
+    _save_complete(model, tokenizer, curve, out)
+    shutil.rmtree(partial, ignore_errors=True)
     print(
         f"sft: {len(examples)} demonstrations, {config.steps} steps in {time.time() - t0:.0f}s, "
         f"final loss {curve[-1]:.3f}; saved to {out}"
     )
     return out
+
+
+def _save_complete(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, curve: list[float], out: Path
+) -> None:
+    """Save the policy and its loss curve; a new directory appears whole (written beside it,
+    then renamed), so a reader never finds a half-saved warm start."""
+    target = out.with_name(f".{out.name}.saving") if not out.exists() else out
+    if target != out:
+        shutil.rmtree(target, ignore_errors=True)
+    save_policy(model, tokenizer, target)
+    (target / "sft_curve.txt").write_text("\n".join(f"{x:.5f}" for x in curve) + "\n")
+    if target != out:
+        os.replace(target, out)

@@ -56,7 +56,7 @@ def run_steps(config, steps):
             assert len(batch) == config.train.batch_size
             batches.append(batch)
             learner.step(batch)
-            backend.publish(learner.policy_state_dict(), learner.version)
+            backend.publish_weights(learner)
     finally:
         backend.close()
     return learner, batches
@@ -138,7 +138,7 @@ def test_train_writes_the_run_directory_and_resumes_without_loss(tiny_policy_dir
     resumed = train(
         small_config(tiny_policy_dir, "train.steps=4"), run_dir, resume=True, progress=False
     )
-    book = json.loads((run_dir / "checkpoints" / "step_4" / "bookkeeping.json").read_text())
+    book = json.loads((run_dir / "checkpoints" / "step_4" / "record.json").read_text())
     trained = book["trained_indices"]
     assert len(trained) == len(set(trained)) == 16, "a trajectory was trained twice"
     leftover = {t.metadata["index"] for t in completed_first} - set(trained)

@@ -98,8 +98,9 @@ def build_scheduler(
     *,
     version: int = 0,
     start_index: int = 0,
+    abandoned: int = 0,
 ) -> Scheduler:
-    """Engine + agent loop + scheduler for one rollout worker."""
+    """Engine + agent loop + scheduler for one rollout worker (`abandoned`: see `Scheduler`)."""
     loop = build_agent_loop(
         config, policy, tokenizer, seed=config.train.seed + start_index, version=version
     )
@@ -113,6 +114,7 @@ def build_scheduler(
         group_size=config.rollout.group_size,
         ahead=admission_ahead(config),
         start_index=start_index,
+        abandoned=abandoned,
     )
 
 

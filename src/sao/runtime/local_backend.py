@@ -1,10 +1,12 @@
 """The local backend: rollout side and learner in one process, making progress at the same time.
 
-- `async` mode: the scheduler runs in a background thread (torch releases the GIL inside its
-  kernels, so decoding and training overlap on the machine's cores); the learner, in the caller's
-  thread, takes batches from the queue in completion order.
-- `sync` mode: no thread. `next_batch` itself drives the scheduler until one batch is complete,
-  then the learner trains while nothing generates: the baseline SAO improves on.
+How the rollout side is driven is a scheduling policy chosen by `train.mode`:
+
+- `async` (`ThreadedRollout`): the scheduler runs in a background thread (torch releases the GIL
+  inside its kernels, so decoding and training overlap on the machine's cores); the learner, in
+  the caller's thread, takes batches from the queue in completion order.
+- `sync` (`InlineRollout`): no thread. Asking for a batch drives the scheduler until one batch is
+  complete, then the learner trains while nothing generates: the baseline SAO improves on.
 """
 
 from __future__ import annotations
@@ -13,13 +15,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.config import SAOConfig
-from sao.learner.step import Learner
+from sao.runtime.backends import LearnerHandle
 from sao.runtime.builders import build_scheduler
 from sao.runtime.run_dir import TrajectoryLog
 from sao.runtime.scheduler import Scheduler
@@ -27,11 +28,87 @@ from sao.runtime.transport import LocalTrajectoryQueue, LocalWeightChannel
 from sao.trajectory import Trajectory
 
 
+class RolloutPolicy(Protocol):
+    """When the scheduler runs relative to the learner."""
+
+    def start(self) -> None: ...
+
+    def fill(self, queue: LocalTrajectoryQueue, n: int) -> None:
+        """Called before taking `n` trajectories from `queue`."""
+        ...
+
+    def after_publish(self) -> None: ...
+
+    def raise_if_failed(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class ThreadedRollout:
+    """Async: the scheduler ticks in a background thread until stopped."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="sao-rollout", daemon=True)
+        self._thread.start()
+
+    def fill(self, queue: LocalTrajectoryQueue, n: int) -> None:
+        self.raise_if_failed()
+
+    def after_publish(self) -> None:
+        """Nothing: the thread polls the weight channel between decode steps."""
+
+    def raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"rollout thread failed: {self._error!r}") from self._error
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        try:
+            self.scheduler.run_until(self._stop)
+        except BaseException as err:  # surfaced to the learner thread by raise_if_failed
+            self._error = err
+
+
+class InlineRollout:
+    """Sync: the scheduler runs only inside `fill`, so generating and training alternate."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    def start(self) -> None:
+        """Nothing: generation happens when a batch is asked for."""
+
+    def fill(self, queue: LocalTrajectoryQueue, n: int) -> None:
+        while queue.qsize() < n:
+            if self.scheduler.tick() == 0 and self.scheduler.num_in_flight == 0:
+                raise RuntimeError("sync rollout made no progress: nothing in flight")
+
+    def after_publish(self) -> None:
+        """Swap the new weights in now, before the next batch starts."""
+        self.scheduler.poll_weights()
+
+    def raise_if_failed(self) -> None:
+        """Nothing: errors surface in `fill` directly."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+
 class LocalBackend:
     """Owns the queue, the weight channel and the rollout side; the learner stays with the caller.
 
     Args:
-        config: the run's config (`train.mode` chooses threaded async or inline sync).
+        config: the run's config (`train.mode` chooses the rollout policy).
         scheduler: the rollout side; its `out` must be an `ObservedQueue`.
         weights: the channel the scheduler polls.
         log: the durable trajectory log, closed with the backend.
@@ -49,9 +126,9 @@ class LocalBackend:
         self.queue: ObservedQueue = scheduler.out
         self.weights = weights
         self._log = log
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self.rollout: RolloutPolicy = (
+            InlineRollout(scheduler) if config.train.mode == "sync" else ThreadedRollout(scheduler)
+        )
         self._started_at = time.perf_counter()
 
     @classmethod
@@ -63,6 +140,7 @@ class LocalBackend:
         *,
         version: int = 0,
         start_index: int = 0,
+        abandoned: int = 0,
         log_dir: Path | None = None,
     ) -> LocalBackend:
         """The backend `sao train` uses: a real engine over a copy of `policy`.
@@ -70,6 +148,7 @@ class LocalBackend:
         Args:
             version: the policy's current weight version.
             start_index: first trajectory index (to resume a task stream).
+            abandoned: indices below `start_index` that will never complete.
             log_dir: if given, every completed trajectory is appended to
                 `log_dir/trajectories.jsonl` the moment it reaches the queue.
         """
@@ -77,28 +156,31 @@ class LocalBackend:
         queue = ObservedQueue(log.append if log is not None else None)
         weights = LocalWeightChannel(version)
         scheduler = build_scheduler(
-            config, policy, tokenizer, queue, weights, version=version, start_index=start_index
+            config,
+            policy,
+            tokenizer,
+            queue,
+            weights,
+            version=version,
+            start_index=start_index,
+            abandoned=abandoned,
         )
         return cls(config, scheduler, weights, log)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Start generating (a background thread in async mode; nothing in sync mode)."""
+        """Start generating (see the rollout policies above)."""
         self._started_at = time.perf_counter()
-        if self.config.train.mode == "async":
-            self._thread = threading.Thread(target=self._run, name="sao-rollout", daemon=True)
-            self._thread.start()
+        self.rollout.start()
 
     def close(self) -> None:
-        """Stop the rollout thread (in-flight trajectories are abandoned, never half-queued)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        """Stop the rollout side (in-flight trajectories are abandoned, never half-queued)."""
+        self.rollout.stop()
         self.scheduler.close()
         if self._log is not None:
             self._log.close()
 
-    def attach_learner(self, learner: Learner) -> Learner:
+    def attach_learner(self, learner: LearnerHandle) -> LearnerHandle:
         """The learner stays in this process; returned as is."""
         return learner
 
@@ -108,42 +190,26 @@ class LocalBackend:
 
     # ------------------------------------------------------------------ learner side
     def next_batch(self, n: int, timeout: float | None = None) -> list[Trajectory]:
-        """The first `n` completed trajectories (sync mode: generate them now)."""
-        if self.config.train.mode == "sync":
-            while self.queue.qsize() < n:
-                if self.scheduler.tick() == 0 and self.scheduler.loop.num_in_flight == 0:
-                    raise RuntimeError("sync rollout made no progress: nothing in flight")
-            return self.queue.get_batch(n)
+        """The first `n` completed trajectories (fewer only if `timeout` passes)."""
+        self.rollout.fill(self.queue, n)
         batch: list[Trajectory] = []
         deadline = None if timeout is None else time.monotonic() + timeout
         while len(batch) < n:
-            self._raise_if_failed()
+            self.rollout.raise_if_failed()
             wait = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
             if wait <= 0:
                 break
             batch += self.queue.get_batch(n - len(batch), timeout=wait)
         return batch
 
-    def publish(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
-        """Hand new weights to the rollout side (applied between its decode steps)."""
-        self.weights.publish(state_dict, version)
-        if self.config.train.mode == "sync":
-            self.scheduler.poll_weights()
+    def publish_weights(self, learner: LearnerHandle) -> None:
+        """Hand the learner's weights to the rollout side (applied between its decode steps)."""
+        self.weights.publish(learner.policy_state_dict(), learner.version)
+        self.rollout.after_publish()
 
     def rollout_stats(self) -> dict[str, Any]:
         """Counters and the engine's idle fraction since `start`."""
         return {**self.scheduler.snapshot(self._started_at), "queued": self.queue.qsize()}
-
-    # ------------------------------------------------------------------ rollout thread
-    def _run(self) -> None:
-        try:
-            self.scheduler.run_until(self._stop)
-        except BaseException as err:  # surfaced to the learner thread by _raise_if_failed
-            self._error = err
-
-    def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise RuntimeError(f"rollout thread failed: {self._error!r}") from self._error
 
 
 class ObservedQueue(LocalTrajectoryQueue):

@@ -7,9 +7,7 @@ they are not the first prompts of the RL stream.
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -44,7 +42,6 @@ def run_value_pretraining(
     tokenizer: PreTrainedTokenizerBase,
     critic: ValueModel,
     progress: bool = True,
-    log_path: Path | None = None,
 ) -> list[dict[str, float]]:
     """Sample the pretraining data, then fit the critic on its Monte-Carlo returns."""
     t0 = time.perf_counter()
@@ -59,6 +56,4 @@ def run_value_pretraining(
             f"value pretraining: {len(trajectories)} trajectories ({sampled_s:.0f}s), "
             f"{len(curve)} steps, explained variance {last['critic/vf_explained_var']:.3f}"
         )
-    if log_path is not None:
-        log_path.write_text("".join(json.dumps(row) + "\n" for row in curve))
     return curve

@@ -6,8 +6,9 @@ existing cluster; otherwise a local Ray starts with the machine's CPUs. Actors a
 reservation (`num_cpus=0`) so they fit on a 2-core laptop; on a cluster, give them resources via
 Ray's usual options.
 
-Weights travel learner actor -> driver -> weight store actor; the trajectory log is written by the
-rollout actor (on a multi-node cluster, put the run directory on a shared filesystem).
+Weights travel learner actor -> weight store actor (the driver only sends the order); the
+trajectory log is written by the rollout actor (on a multi-node cluster, put the run directory on
+a shared filesystem).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class RolloutWorker:
         store: Any,
         version: int,
         start_index: int,
+        abandoned: int,
         log_dir: str | None,
     ) -> None:
         from sao.runtime.builders import build_scheduler
@@ -108,6 +110,7 @@ class RolloutWorker:
             _RemoteWeights(store),
             version=version,
             start_index=start_index,
+            abandoned=abandoned,
         )
         self.stop_event = threading.Event()
         self.error: str | None = None
@@ -145,6 +148,10 @@ class LearnerActor:
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
         return self.learner.policy_state_dict()
 
+    def publish_to(self, store: Any) -> None:
+        """Send the current weights straight to the weight store actor."""
+        ray.get(store.publish.remote(self.learner.policy_state_dict(), self.learner.version))
+
     def state_dict(self) -> dict[str, Any]:
         return self.learner.state_dict()
 
@@ -152,34 +159,42 @@ class LearnerActor:
 class RemoteLearner:
     """The driver's view of a `LearnerActor`, with the methods `train()` uses of a `Learner`.
 
-    `policy` is the driver's local copy, refreshed from the actor when read (for held-out eval).
+    `policy` is the driver's local copy, fetched from the actor only when the actor's version
+    has moved past the copy's (held-out evals read it; most steps never do). The version is
+    tracked on the driver: only `step` advances it.
     """
 
     def __init__(self, local: Any) -> None:
         self._local = local
-        self._actor = LearnerActor.remote(local)
+        self._version = int(local.version)
+        self._local_version = self._version
+        self.actor = LearnerActor.remote(local)
 
     @property
     def version(self) -> int:
-        return ray.get(self._actor.version.remote())
+        return self._version
 
     @property
     def policy(self) -> PreTrainedModel:
-        self._local.policy.load_state_dict(self.policy_state_dict())
+        if self._local_version != self._version:
+            self._local.policy.load_state_dict(self.policy_state_dict())
+            self._local_version = self._version
         return self._local.policy
 
     def step(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        return ray.get(self._actor.step.remote([t.to_dict() for t in trajectories]))
+        metrics = ray.get(self.actor.step.remote([t.to_dict() for t in trajectories]))
+        self._version += 1
+        return metrics
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
-        return ray.get(self._actor.policy_state_dict.remote())
+        return ray.get(self.actor.policy_state_dict.remote())
 
     def state_dict(self) -> dict[str, Any]:
-        return ray.get(self._actor.state_dict.remote())
+        return ray.get(self.actor.state_dict.remote())
 
 
 class RayBackend:
-    """Driver-side handle: same methods as `LocalBackend` (see `sao.runtime.backends`)."""
+    """Driver-side handle implementing `sao.runtime.backends.Backend`."""
 
     def __init__(
         self,
@@ -189,6 +204,7 @@ class RayBackend:
         *,
         version: int = 0,
         start_index: int = 0,
+        abandoned: int = 0,
         log_dir: Path | None = None,
     ) -> None:
         if config.train.mode != "async":
@@ -205,6 +221,7 @@ class RayBackend:
             self.store,
             version,
             start_index,
+            abandoned,
             str(log_dir) if log_dir is not None else None,
         )
         self._started_at = time.perf_counter()
@@ -235,8 +252,9 @@ class RayBackend:
                     break
         return out
 
-    def publish(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
-        ray.get(self.store.publish.remote(state_dict, version))
+    def publish_weights(self, learner: RemoteLearner) -> None:
+        """The learner actor sends its weights to the weight store itself."""
+        ray.get(learner.actor.publish_to.remote(self.store))
 
     def rollout_stats(self) -> dict[str, Any]:
         stats = ray.get(self.worker.stats.remote())

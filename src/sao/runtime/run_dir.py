@@ -6,46 +6,100 @@ Layout of `RUN_DIR/`:
     metrics.jsonl         one JSON object per logged step (stable metric names)
     tb/                   TensorBoard events of the same metrics
     trajectories.jsonl    every completed trajectory, appended the moment it reaches the learner side
-    checkpoints/step_N/   learner state + the bookkeeping needed to resume
+    value_pretrain.jsonl  the critic's value-pretraining curve
+    sessions.json         one entry per invocation (`sao train`, then each `--resume`): wall time
+    checkpoints/step_N/   learner state + the `RunRecord` needed to resume (`sao.runtime.checkpoints`)
+    policy/               the trained policy, saved like a warm start
     plots/*.png           written at the end
     summary.json          initial/final held-out accuracy with intervals, wall time, counts
+
+Logs are appended durably and a torn last line is cut off before the next append
+(`sao.runtime.durable`); on resume, metric rows of steps the checkpoint does not cover are
+removed, so `metrics.jsonl` steps keep increasing.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from sao.runtime.durable import (
+    atomic_write_json,
+    iter_jsonl,
+    open_jsonl_for_append,
+    read_jsonl,
+    rewrite_jsonl,
+    strict_dumps,
+)
 from sao.trajectory import Trajectory
 
+# Any of these in a directory means it already holds (part of) a run.
+RUN_FILES = (
+    "config.yaml",
+    "metrics.jsonl",
+    "trajectories.jsonl",
+    "value_pretrain.jsonl",
+    "sessions.json",
+    "summary.json",
+    "checkpoints",
+    "tb",
+    "policy",
+)
 
-def _finite_or_none(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+
+def existing_run_files(run_dir: Path) -> list[str]:
+    """The run files already in `run_dir` (empty for a new or empty directory)."""
+    return [name for name in RUN_FILES if (run_dir / name).exists()]
+
+
+def check_writable(directory: Path, what: str) -> None:
+    """Create `directory` if needed and prove a file can be written there.
+
+    Raises:
+        SystemExit: one line naming `what` and the reason, before any work is done.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".sao-write-probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise SystemExit(
+            f"sao train: {what} {directory} is not writable ({err.strerror})"
+        ) from None
 
 
 class MetricsLogger:
-    """Appends metric dicts to `metrics.jsonl` and mirrors scalars to TensorBoard."""
+    """Appends metric dicts to `metrics.jsonl` and mirrors scalars to TensorBoard.
 
-    def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
+    Args:
+        keep_through: on resume, the step the checkpoint covers: rows (and TensorBoard events)
+            after it are removed; -1 removes all; None (a fresh run) keeps everything.
+    """
+
+    def __init__(
+        self, run_dir: Path, tensorboard: bool = True, keep_through: int | None = None
+    ) -> None:
         self.path = run_dir / "metrics.jsonl"
-        self._file = self.path.open("a")
+        if keep_through is not None and self.path.exists():
+            rows = read_metrics(run_dir)
+            kept = [row for row in rows if row["step"] <= keep_through]
+            if len(kept) != len(rows):
+                rewrite_jsonl(self.path, kept)
+        self._file = open_jsonl_for_append(self.path)
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(str(run_dir / "tb"))
+            purge = None if keep_through is None else keep_through + 1
+            self._tb = SummaryWriter(str(run_dir / "tb"), purge_step=purge)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         """Record `metrics` at learner step `step`."""
-        row = {"step": step, **{k: _finite_or_none(v) for k, v in metrics.items()}}
-        self._file.write(json.dumps(row) + "\n")
+        self._file.write(strict_dumps({"step": step, **metrics}) + "\n")
         self._file.flush()
         if self._tb is not None:
             for key, value in metrics.items():
@@ -60,11 +114,8 @@ class MetricsLogger:
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """All rows of `metrics.jsonl`."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """All complete rows of `metrics.jsonl`."""
+    return read_jsonl(run_dir / "metrics.jsonl")
 
 
 class TrajectoryLog:
@@ -72,12 +123,12 @@ class TrajectoryLog:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / "trajectories.jsonl"
-        self._file = self.path.open("a")
+        self._file = open_jsonl_for_append(self.path)
 
     def append(self, trajectories: list[Trajectory]) -> None:
         """Write and fsync, so a trajectory that completed is never lost to a crash."""
         for traj in trajectories:
-            self._file.write(traj.to_json() + "\n")
+            self._file.write(strict_dumps(traj.to_dict()) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
 
@@ -86,42 +137,36 @@ class TrajectoryLog:
 
 
 def read_trajectories(run_dir: Path) -> list[Trajectory]:
-    """Every complete line of the trajectory log (a line cut by a kill is skipped)."""
-    path = run_dir / "trajectories.jsonl"
-    if not path.exists():
-        return []
-    out: list[Trajectory] = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(Trajectory.from_json(line))
-        except (ValueError, json.JSONDecodeError):
-            continue
-    return out
+    """Every complete record of the trajectory log (an unterminated last line is skipped)."""
+    return [Trajectory.from_dict(row) for row in iter_jsonl(run_dir / "trajectories.jsonl")]
 
 
-def save_checkpoint(run_dir: Path, step: int, learner_state: dict, bookkeeping: dict) -> Path:
-    """Write `checkpoints/step_N/` atomically (a temp dir renamed), then point `latest` at it."""
-    root = run_dir / "checkpoints"
-    final = root / f"step_{step}"
-    tmp = root / f".step_{step}.tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
-    torch.save(learner_state, tmp / "learner.pt")
-    (tmp / "bookkeeping.json").write_text(json.dumps(bookkeeping))
-    if final.exists():
-        for child in final.iterdir():
-            child.unlink()
-        final.rmdir()
-    tmp.rename(final)
-    (root / "latest").write_text(final.name)
-    return final
+class RunClock:
+    """Wall time of a run across invocations, in `sessions.json`.
 
+    Each invocation adds one entry and refreshes its `wall_s` at every `beat()`; a killed
+    invocation therefore counts up to its last beat (at most one learner step short).
+    """
 
-def load_latest_checkpoint(run_dir: Path) -> tuple[dict, dict] | None:
-    """`(learner_state, bookkeeping)` of the newest checkpoint, or None if there is none."""
-    pointer = run_dir / "checkpoints" / "latest"
-    if not pointer.exists():
-        return None
-    path = run_dir / "checkpoints" / pointer.read_text().strip()
-    state = torch.load(path / "learner.pt", weights_only=False)
-    bookkeeping = json.loads((path / "bookkeeping.json").read_text())
-    return state, bookkeeping
+    def __init__(self, run_dir: Path) -> None:
+        import json
+
+        self.path = run_dir / "sessions.json"
+        self.sessions: list[dict[str, Any]] = []
+        if self.path.exists():
+            self.sessions = json.loads(self.path.read_text())["sessions"]
+        self._t0 = time.monotonic()
+        self.sessions.append(
+            {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "wall_s": 0.0}
+        )
+        self.beat()
+
+    def beat(self) -> None:
+        """Record the time spent so far by this invocation."""
+        self.sessions[-1]["wall_s"] = round(time.monotonic() - self._t0, 3)
+        atomic_write_json(self.path, {"sessions": self.sessions})
+
+    def total_s(self) -> float:
+        """Wall seconds of every invocation so far, this one included."""
+        self.beat()
+        return round(sum(s["wall_s"] for s in self.sessions), 3)

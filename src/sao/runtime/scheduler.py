@@ -9,6 +9,8 @@ Admission is bounded so the rollout side cannot run arbitrarily far ahead of the
 k-th trajectory (0-based) may start only while `k < (engine_version + 1 + ahead) * batch_size`.
 With `ahead = 0` the engine samples exactly one batch per weight version and then waits, which is
 synchronous training; asynchronous training with `max_staleness = 0` is therefore exactly sync.
+A resumed run shifts the bound by the indices it `abandoned` (in flight at the kill, never to
+arrive), so those count neither as admitted nor as owed to the learner.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class Scheduler:
         group_size: G, rollouts per prompt (1: no group, no barrier).
         ahead: how many batches beyond the current version may be admitted.
         start_index: index of the first trajectory (to resume a run's task stream).
+        abandoned: indices below `start_index` that will never complete (a resumed run's
+            trajectories that were in flight when it was killed).
     """
 
     def __init__(
@@ -66,6 +70,7 @@ class Scheduler:
         group_size: int = 1,
         ahead: int = 1,
         start_index: int = 0,
+        abandoned: int = 0,
     ) -> None:
         if concurrency < group_size:
             raise ValueError(
@@ -80,6 +85,7 @@ class Scheduler:
         self.group_size = group_size
         self.ahead = ahead
         self.next_index = start_index
+        self.abandoned = abandoned
         self.stats = SchedulerStats()
         self._groups: dict[int, list[Trajectory]] = {}
         self._group_expected: dict[int, int] = {}
@@ -90,7 +96,12 @@ class Scheduler:
 
     def admission_limit(self) -> int:
         """Trajectories that may have started by now (see module docstring)."""
-        return (self.version + 1 + self.ahead) * self.batch_size
+        return (self.version + 1 + self.ahead) * self.batch_size + self.abandoned
+
+    @property
+    def num_in_flight(self) -> int:
+        """Trajectories started and not yet finished."""
+        return self.loop.num_in_flight
 
     def poll_weights(self) -> bool:
         """Swap in newer published weights; in-flight trajectories continue under them."""
@@ -108,7 +119,7 @@ class Scheduler:
         started = 0
         limit = self.admission_limit()
         while (
-            self.loop.num_in_flight + self.group_size <= self.concurrency
+            self.num_in_flight + self.group_size <= self.concurrency
             and self.next_index + self.group_size <= limit
         ):
             task = next(self.tasks)
@@ -127,7 +138,7 @@ class Scheduler:
         """One scheduling round; returns the number of trajectories handed to the queue."""
         self.poll_weights()
         self.admit()
-        if self.loop.num_in_flight == 0:
+        if self.num_in_flight == 0:
             return 0
         t0 = time.perf_counter()
         completed = self.loop.step()
@@ -140,7 +151,7 @@ class Scheduler:
         learner is behind) wait briefly for new weights instead of spinning."""
         while not stop.is_set():
             self.tick()
-            if self.loop.num_in_flight == 0:
+            if self.num_in_flight == 0:
                 time.sleep(_IDLE_SLEEP_S)
 
     def snapshot(self, started_at: float) -> dict[str, Any]:
@@ -156,7 +167,7 @@ class Scheduler:
             "engine_idle_frac": 1.0 - min(1.0, s.busy_s / wall),
             "next_index": self.next_index,
             "end_reasons": dict(s.end_reasons),
-            "in_flight": self.loop.num_in_flight,
+            "in_flight": self.num_in_flight,
         }
 
     def close(self) -> None:

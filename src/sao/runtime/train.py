@@ -1,48 +1,113 @@
 """`sao train`: warm start -> value pretraining -> asynchronous RL with periodic held-out eval.
 
-One learner step, as the driver sees it:
+One learner step, as the driver sees it (`_train_step`):
 
     batch = backend.next_batch(B)          # completion order; waits only if the queue is empty
+    batch = drop_stale(batch)              # only with rollout.max_staleness
     metrics = learner.step(batch)          # critic values -> advantages -> actor -> K critic steps
-    backend.publish(weights, version)      # engines swap between decode steps
+    backend.publish_weights(learner)       # engines swap between decode steps
+    maybe eval, log, maybe checkpoint
 
-Everything lands in a run directory (see `sao.runtime.run_dir`); `--resume RUN_DIR` continues
-after Ctrl-C or a kill: completed trajectories are logged the moment they arrive, so none is lost,
-and the checkpoint records which were trained, so none is trained twice.
+Everything lands in a run directory (see `sao.runtime.run_dir`). A kill at any moment loses no
+completed trajectory: each is logged the moment it arrives, and a resumed run (`--resume`) trains
+every logged trajectory its checkpoint does not list as trained, first, before new ones. The
+learner is checkpointed at step 0 (after value pretraining and the first eval), every
+`train.checkpoint_every` steps and at the end.
 """
 
 from __future__ import annotations
 
-import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from tqdm import tqdm
+from transformers import PreTrainedTokenizerBase
 
-from sao.config import SAOConfig, load_config, save_config
+from sao.config import SAOConfig
+from sao.envs.registration import EnvRegistration
 from sao.envs.registry import registration_for
-from sao.evaluation import evaluate, paired_difference
+from sao.evaluation import evaluate
 from sao.learner.step import Learner
 from sao.models.critic import ValueModel
 from sao.models.policy import load_policy, save_policy
-from sao.runtime.backends import make_backend
-from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics, save_run_report
+from sao.runtime.backends import Backend, LearnerHandle, make_backend
+from sao.runtime.checkpoints import load_latest_checkpoint, save_checkpoint
+from sao.runtime.durable import rewrite_jsonl
+from sao.runtime.faults import pause_point
 from sao.runtime.pretraining import run_value_pretraining
-from sao.runtime.run_dir import (
-    MetricsLogger,
-    load_latest_checkpoint,
-    read_metrics,
-    read_trajectories,
-    save_checkpoint,
-)
+from sao.runtime.record import RunRecord
+from sao.runtime.report import eval_metrics, write_report
+from sao.runtime.run_dir import MetricsLogger, RunClock, read_trajectories
+from sao.trajectory import Trajectory
 from sao.warmstart import warm_start
 
 
-def ensure_policy(config: SAOConfig) -> Path:
-    """The policy to start from: `model.path`, else the warm start (run `sao sft` if missing)."""
+@dataclass
+class Run:
+    """Everything the loop touches, set up once by `_begin`."""
+
+    config: SAOConfig
+    run_dir: Path
+    learner: LearnerHandle
+    tokenizer: PreTrainedTokenizerBase
+    record: RunRecord
+    log: MetricsLogger
+    clock: RunClock
+    registration: EnvRegistration
+
+
+@dataclass
+class Backlog:
+    """Where the task stream continues after a resume.
+
+    Attributes:
+        pending: logged trajectories not yet trained (nor dropped), oldest first.
+        start_index: index of the next new trajectory (past every logged one, whole groups).
+        abandoned: indices below `start_index` that were in flight at the kill and will never
+            arrive; the admission bound is shifted by them so the rollout side does not wait.
+    """
+
+    pending: list[Trajectory]
+    start_index: int
+    abandoned: int
+
+
+def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool = True) -> dict:
+    """Run (or continue) training into `run_dir`; returns the summary written to summary.json."""
+    clock = RunClock(run_dir)
+    run, backlog = _begin(config, run_dir, resume, progress, clock)
+    if run.learner.version >= config.train.steps:  # a finished run resumed: report again only
+        run.log.close()
+        return _finish(run, in_flight=0)
+    backend: Backend | None = None
+    in_flight = 0
+    try:
+        backend = make_backend(
+            config,
+            run.learner.policy,
+            run.tokenizer,
+            version=run.learner.version,
+            start_index=backlog.start_index,
+            abandoned=backlog.abandoned,
+            log_dir=run_dir,
+        )
+        run.learner = backend.attach_learner(run.learner)
+        backend.requeue(backlog.pending)
+        backend.start()
+        _train_loop(run, backend, progress)
+        in_flight = backend.rollout_stats()["in_flight"]
+    finally:
+        if backend is not None:
+            backend.close()
+        run.log.close()
+    return _finish(run, in_flight)
+
+
+def ensure_policy(config: SAOConfig, progress: bool = True) -> Path:
+    """The policy to start from: `model.path`, else the warm start (trained now if missing)."""
     if config.model.path:
         path = Path(config.model.path)
         if not path.exists():
@@ -50,14 +115,12 @@ def ensure_policy(config: SAOConfig) -> Path:
         return path
     path = config.warm_start_dir()
     if not (path / "config.json").exists():
-        print(
-            f"sao train: no warm-start policy at {path}; running `sao sft --env {config.env.name}`"
-        )
-        warm_start(config.env.name, path, config.sft, seed=config.train.seed)
+        print(f"sao train: no warm-start policy at {path}; training one (`sao sft`) first")
+        warm_start(config.env.name, path, config.sft, seed=config.train.seed, progress=progress)
     return path
 
 
-def held_out_eval(learner: Learner, tokenizer: Any, config: SAOConfig) -> dict[str, Any]:
+def held_out_eval(learner: LearnerHandle, tokenizer: Any, config: SAOConfig) -> dict[str, Any]:
     """Sampled pass@1 of the learner's current policy on the held-out split."""
     return evaluate(
         learner.policy,
@@ -69,206 +132,164 @@ def held_out_eval(learner: Learner, tokenizer: Any, config: SAOConfig) -> dict[s
     )
 
 
-def _eval_metrics(result: dict[str, Any]) -> dict[str, float]:
-    lo, hi = result["accuracy_ci95"]
-    return {
-        "eval/accuracy": result["accuracy"],
-        "eval/accuracy_ci_low": lo,
-        "eval/accuracy_ci_high": hi,
-        "eval/tool_call_rate": result["tool_call_rate"],
-        "eval/format_error_rate": result["format_error_rate"],
-        "eval/mean_turns": result["mean_turns"],
-    }
-
-
-def run_train_command(
-    config: SAOConfig | None, resume: str | None = None, overrides: list[str] | None = None
-) -> int:
-    """Entry point of `sao train` (see the module docstring).
-
-    With `resume`, the run's saved `config.yaml` is loaded and `overrides` (e.g. a larger
-    `train.steps`) are applied over it; `config` is then ignored.
-    """
-    if resume:
-        run_dir = Path(resume)
-        if not (run_dir / "config.yaml").exists():
-            raise SystemExit(f"sao train: --resume {run_dir} has no config.yaml")
-        saved = yaml.safe_load((run_dir / "config.yaml").read_text())
-        config = load_config(saved.get("preset", "sao"), run_dir / "config.yaml", overrides or [])
-        save_config(config, run_dir / "config.yaml")
-    else:
-        if config is None:
-            raise ValueError("run_train_command: a config is needed unless resuming")
-        run_dir = config.run_dir()
-        if (run_dir / "checkpoints" / "latest").exists():
-            raise SystemExit(
-                f"sao train: {run_dir} already holds a run; use --resume {run_dir} or --out NEW_DIR"
-            )
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(config, run_dir / "config.yaml")
-    summary = train(config, run_dir, resume=bool(resume))
-    print(json.dumps(summary, indent=2))
-    return 0
-
-
-def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool = True) -> dict:
-    """Run (or continue) training into `run_dir`; returns the summary written to summary.json."""
-    t_start = time.time()
+# ---------------------------------------------------------------------------------- set-up
+def _begin(
+    config: SAOConfig, run_dir: Path, resume: bool, progress: bool, clock: RunClock
+) -> tuple[Run, Backlog]:
+    """Policy, learner and record, from the newest intact checkpoint or from scratch."""
     torch.manual_seed(config.train.seed)
-    policy, tokenizer = load_policy(ensure_policy(config))
-    metrics_log = MetricsLogger(run_dir)
+    policy, tokenizer = load_policy(ensure_policy(config, progress))
+    clock.beat()
     checkpoint = load_latest_checkpoint(run_dir) if resume else None
-
     critic = ValueModel.from_policy(policy) if config.critic.enabled else None
     if checkpoint is None and critic is not None and config.critic.pretrain.num_trajectories:
-        run_value_pretraining(
-            config, policy, tokenizer, critic, progress, log_path=run_dir / "value_pretrain.jsonl"
-        )
+        pause_point("value-pretraining")
+        curve = run_value_pretraining(config, policy, tokenizer, critic, progress)
+        rewrite_jsonl(run_dir / "value_pretrain.jsonl", curve)
+        clock.beat()
     learner = Learner(policy, config, critic, pad_token_id=tokenizer.pad_token_id)
-
-    book: dict[str, Any] = {"trained_indices": [], "dropped_indices": [], "initial_eval": None}
-    pending: list = []
+    record = RunRecord()
     if checkpoint is not None:
         learner.load_state_dict(checkpoint[0])
-        book = checkpoint[1]
-        done = set(book["trained_indices"]) | set(book["dropped_indices"])
-        pending = [t for t in read_trajectories(run_dir) if t.metadata["index"] not in done]
-    logged = read_trajectories(run_dir) if resume else []
-    start_index = 1 + max((t.metadata["index"] for t in logged), default=-1)
-
-    if book["initial_eval"] is None:
-        book["initial_eval"] = held_out_eval(learner, tokenizer, config)
-        metrics_log.log(learner.version, _eval_metrics(book["initial_eval"]))
-
-    backend = make_backend(
-        config,
-        learner.policy,
-        tokenizer,
-        version=learner.version,
-        start_index=start_index,
-        log_dir=run_dir,
+        record = checkpoint[1]
+    # Rows of steps the checkpoint does not cover are replayed, so they are removed first.
+    keep_through = (record.step if checkpoint is not None else -1) if resume else None
+    log = MetricsLogger(run_dir, keep_through=keep_through)
+    run = Run(
+        config, run_dir, learner, tokenizer, record, log, clock, registration_for(config.env.name)
     )
-    learner = backend.attach_learner(learner)
-    backend.requeue(pending)
-    registration = registration_for(config.env.name)
-    backend.start()
-    last_eval = book["initial_eval"]
+    if record.initial_eval is None:
+        record.initial_eval = record.last_eval = held_out_eval(learner, tokenizer, config)
+        record.eval_accuracy_at_step = record.initial_eval["accuracy"]
+        log.log(0, eval_metrics(record.initial_eval))
+        _checkpoint(run)
+    return run, _backlog(run_dir, record, config.rollout.group_size) if resume else Backlog(
+        [], 0, 0
+    )
+
+
+def _backlog(run_dir: Path, record: RunRecord, group_size: int) -> Backlog:
+    """What a resumed run owes the learner, and where its task stream continues."""
+    logged = read_trajectories(run_dir)
+    settled = record.settled()
+    pending = [t for t in logged if t.metadata["index"] not in settled]
+    top = 1 + max((t.metadata["index"] for t in logged), default=-1)
+    start_index = -(-top // group_size) * group_size
+    return Backlog(pending, start_index, abandoned=start_index - len(logged))
+
+
+# ---------------------------------------------------------------------------------- the loop
+def _train_loop(run: Run, backend: Backend, progress: bool) -> None:
+    config = run.config
     bar = tqdm(
         total=config.train.steps,
-        initial=learner.version,
+        initial=run.learner.version,
         desc="train",
         disable=not progress,
         dynamic_ncols=True,
     )
-    t_loop, waited = time.perf_counter(), 0.0
-    trained_this_session = 0
+    pace = _Pace()
     try:
-        while learner.version < config.train.steps:
-            t0 = time.perf_counter()
-            batch = backend.next_batch(config.train.batch_size)
-            wait = time.perf_counter() - t0
-            waited += wait
-            batch, stale = _split_stale(batch, learner.version, config.rollout.max_staleness)
-            book["dropped_indices"] += [t.metadata["index"] for t in stale]
-            if not batch:
+        while run.learner.version < config.train.steps:
+            metrics = _train_step(run, backend, pace)
+            if metrics is None:
                 continue
-            metrics = learner.step(batch)
-            if registration.step_metrics is not None:
-                metrics.update(registration.step_metrics(batch))
-            backend.publish(learner.policy_state_dict(), learner.version)
-            book["trained_indices"] += [t.metadata["index"] for t in batch]
-            trained_this_session += len(batch)
-            elapsed = time.perf_counter() - t_loop
-            stats = backend.rollout_stats()
-            metrics.update(
-                {
-                    "time/wait_for_batch": wait,
-                    "perf/trajectories_per_s": trained_this_session / elapsed,
-                    "perf/engine_idle_frac": stats["engine_idle_frac"],
-                    "perf/learner_idle_frac": waited / elapsed,
-                    "rollout/dropped_stale": len(book["dropped_indices"]),
-                    "rollout/queued": stats["queued"],
-                }
-            )
-            step = learner.version
-            at_end = step >= config.train.steps
-            if at_end or (config.train.eval_every and step % config.train.eval_every == 0):
-                last_eval = held_out_eval(learner, tokenizer, config)
-                metrics.update(_eval_metrics(last_eval))
-            metrics_log.log(step, metrics)
-            if at_end or step % config.train.checkpoint_every == 0:
-                save_checkpoint(run_dir, step, learner.state_dict(), book)
             bar.update(1)
             bar.set_postfix(
                 reward=f"{metrics['rollout/reward_mean']:.2f}",
-                acc=f"{last_eval['accuracy']:.2f}",
+                acc=f"{run.record.last_eval['accuracy']:.2f}",
                 stale=f"{metrics['rollout/staleness_mean']:.1f}",
                 traj_s=f"{metrics['perf/trajectories_per_s']:.1f}",
             )
-        in_flight = backend.rollout_stats()["in_flight"]
     finally:
         bar.close()
-        backend.close()
-        metrics_log.close()
-
-    # The trained policy in the same format as a warm start: `sao eval --model RUN_DIR/policy`,
-    # or `model.path` of another run.
-    policy.load_state_dict(learner.policy_state_dict())
-    save_policy(policy, tokenizer, run_dir / "policy")
-    summary = _summary(config, run_dir, book, last_eval, time.time() - t_start, in_flight)
-    rows = read_metrics(run_dir)
-    plot_metrics(rows, run_dir / "plots", title=f"{config.preset} on {config.env.name}:")
-    pretrain_log = run_dir / "value_pretrain.jsonl"
-    if pretrain_log.exists():
-        curve = [json.loads(line) for line in pretrain_log.read_text().splitlines()]
-        plot_metrics(curve, run_dir / "plots", panels=PRETRAIN_PANELS)
-    if registration.run_report is not None:
-        report = registration.run_report(rows)
-        summary.update(report.summary)
-        save_run_report(report, rows, run_dir / "plots", title=config.env.name)
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
 
 
-def _split_stale(batch: list, version: int, bound: int | None) -> tuple[list, list]:
-    """`(kept, dropped)`: trajectories older than `rollout.max_staleness` are dropped, counted."""
+def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | None:
+    """One learner step (see the module docstring); None when the whole batch was too stale."""
+    config, record = run.config, run.record
+    batch, wait = pace.timed(backend.next_batch, config.train.batch_size)
+    batch = _drop_stale(batch, record, run.learner.version, config.rollout.max_staleness)
+    if not batch:
+        return None
+    metrics = run.learner.step(batch)
+    backend.publish_weights(run.learner)
+    record.trained_indices += [t.metadata["index"] for t in batch]
+    record.step = step = run.learner.version
+    if run.registration.step_metrics is not None:
+        metrics.update(run.registration.step_metrics(batch))
+    metrics.update(pace.metrics(wait, len(batch), backend.rollout_stats(), record))
+    at_end = step >= config.train.steps
+    record.eval_accuracy_at_step = None
+    if at_end or (config.train.eval_every and step % config.train.eval_every == 0):
+        pause_point(f"eval:{step}")
+        record.last_eval = held_out_eval(run.learner, run.tokenizer, config)
+        record.eval_accuracy_at_step = record.last_eval["accuracy"]
+        metrics.update(eval_metrics(record.last_eval))
+    run.log.log(step, metrics)
+    pause_point(f"step-logged:{step}")
+    if at_end or step % config.train.checkpoint_every == 0:
+        _checkpoint(run)
+    run.clock.beat()
+    return metrics
+
+
+def _drop_stale(
+    batch: list[Trajectory], record: RunRecord, version: int, bound: int | None
+) -> list[Trajectory]:
+    """Trajectories older than `rollout.max_staleness` are dropped and recorded as such."""
     if bound is None:
-        return batch, []
-    return (
-        [t for t in batch if t.staleness(version) <= bound],
-        [t for t in batch if t.staleness(version) > bound],
+        return batch
+    record.dropped_indices += [t.metadata["index"] for t in batch if t.staleness(version) > bound]
+    return [t for t in batch if t.staleness(version) <= bound]
+
+
+def _checkpoint(run: Run) -> None:
+    save_checkpoint(
+        run.run_dir,
+        run.learner.version,
+        run.learner.state_dict(),
+        run.record,
+        keep=run.config.train.keep_checkpoints,
     )
 
 
-def _paired_gain(initial: dict[str, Any], final: dict[str, Any]) -> dict[str, Any] | None:
-    """Final minus initial pass@1, paired over the held-out tasks (None for an older run's book)."""
-    if "task_scores" not in initial or "task_scores" not in final:
-        return None
-    return paired_difference(final["task_scores"], initial["task_scores"])
+class _Pace:
+    """Throughput and idle-time counters of this invocation (`perf/...`, `time/...`)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.waited = 0.0
+        self.trained = 0
+
+    def timed(self, fetch: Any, n: int) -> tuple[list[Trajectory], float]:
+        t = time.perf_counter()
+        batch = fetch(n)
+        wait = time.perf_counter() - t
+        self.waited += wait
+        return batch, wait
+
+    def metrics(
+        self, wait: float, trained: int, stats: dict[str, Any], record: RunRecord
+    ) -> dict[str, float]:
+        self.trained += trained
+        elapsed = time.perf_counter() - self.t0
+        return {
+            "time/wait_for_batch": wait,
+            "perf/trajectories_per_s": self.trained / elapsed,
+            "perf/engine_idle_frac": stats["engine_idle_frac"],
+            "perf/learner_idle_frac": self.waited / elapsed,
+            "rollout/dropped_stale": len(record.dropped_indices),
+            "rollout/queued": stats["queued"],
+        }
 
 
-def _summary(
-    config: SAOConfig, run_dir: Path, book: dict, final: dict, wall_s: float, in_flight: int
-) -> dict[str, Any]:
-    initial = book["initial_eval"]
-    completed = len(read_trajectories(run_dir))
-    trained = len(book["trained_indices"])
-    dropped = len(book["dropped_indices"])
-    return {
-        "preset": config.preset,
-        "env": config.env.name,
-        "steps": config.train.steps,
-        "initial_accuracy": initial["accuracy"],
-        "initial_accuracy_ci95": initial["accuracy_ci95"],
-        "final_accuracy": final["accuracy"],
-        "final_accuracy_ci95": final["accuracy_ci95"],
-        "eval_n": final["n"],
-        # Both evals score the same held-out tasks, so the per-task difference is the sharper test.
-        "accuracy_gain": _paired_gain(initial, final),
-        "wall_s": wall_s,
-        "trajectories_completed": completed,
-        "trajectories_trained": trained,
-        "trajectories_dropped_stale": dropped,
-        "trajectories_untrained_in_queue": completed - trained - dropped,
-        "in_flight_abandoned": in_flight,
-    }
+# ---------------------------------------------------------------------------------- reporting
+def _finish(run: Run, in_flight: int) -> dict[str, Any]:
+    """Save the trained policy (like a warm start: `sao eval --model RUN_DIR/policy`, or another
+    run's `model.path`), then plots and `summary.json`."""
+    policy = run.learner.policy
+    save_policy(policy, run.tokenizer, run.run_dir / "policy")
+    return write_report(
+        run.config, run.run_dir, run.record, run.registration, run.clock.total_s(), in_flight
+    )

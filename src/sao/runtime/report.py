@@ -1,0 +1,87 @@
+"""The end of a run: the trained policy, plots, and `summary.json` (whole run, across resumes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sao.config import SAOConfig
+from sao.envs.registration import EnvRegistration
+from sao.evaluation import paired_difference
+from sao.runtime.durable import atomic_write_json, read_jsonl
+from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics, save_run_report
+from sao.runtime.record import RunRecord
+from sao.runtime.run_dir import read_metrics, read_trajectories
+
+
+def eval_metrics(result: dict[str, Any]) -> dict[str, float]:
+    """A held-out eval's result as `eval/...` metrics."""
+    lo, hi = result["accuracy_ci95"]
+    return {
+        "eval/accuracy": result["accuracy"],
+        "eval/accuracy_ci_low": lo,
+        "eval/accuracy_ci_high": hi,
+        "eval/tool_call_rate": result["tool_call_rate"],
+        "eval/format_error_rate": result["format_error_rate"],
+        "eval/mean_turns": result["mean_turns"],
+    }
+
+
+def write_report(
+    config: SAOConfig,
+    run_dir: Path,
+    record: RunRecord,
+    registration: EnvRegistration,
+    wall_s: float,
+    in_flight: int,
+) -> dict[str, Any]:
+    """Draw the plots and write `summary.json`; returns the summary."""
+    rows = read_metrics(run_dir)
+    plot_metrics(rows, run_dir / "plots", title=f"{config.preset} on {config.env.name}:")
+    curve = read_jsonl(run_dir / "value_pretrain.jsonl")
+    if curve:
+        plot_metrics(curve, run_dir / "plots", panels=PRETRAIN_PANELS)
+    summary = summarize(config, run_dir, record, wall_s, in_flight)
+    if registration.run_report is not None:
+        report = registration.run_report(rows)
+        summary.update(report.summary)
+        save_run_report(report, rows, run_dir / "plots", title=config.env.name)
+    atomic_write_json(run_dir / "summary.json", summary)
+    return summary
+
+
+def summarize(
+    config: SAOConfig, run_dir: Path, record: RunRecord, wall_s: float, in_flight: int
+) -> dict[str, Any]:
+    """The summary fields: accuracies with intervals, their paired gain, wall time, counts."""
+    initial, final = record.initial_eval, record.last_eval
+    assert initial is not None and final is not None, "summarize: the run has not been evaluated"
+    completed = len(read_trajectories(run_dir))
+    trained = len(record.trained_indices)
+    dropped = len(record.dropped_indices)
+    return {
+        "preset": config.preset,
+        "env": config.env.name,
+        "steps": config.train.steps,
+        "initial_accuracy": initial["accuracy"],
+        "initial_accuracy_ci95": initial["accuracy_ci95"],
+        "final_accuracy": final["accuracy"],
+        "final_accuracy_ci95": final["accuracy_ci95"],
+        "eval_n": final["n"],
+        # Both evals score the same held-out tasks, so the per-task difference is the sharper test.
+        "accuracy_gain": _paired_gain(initial, final),
+        "wall_s": wall_s,
+        "trajectories_completed": completed,
+        "trajectories_trained": trained,
+        "trajectories_dropped_stale": dropped,
+        "trajectories_untrained_in_queue": completed - trained - dropped,
+        "in_flight_abandoned": in_flight,
+    }
+
+
+def _paired_gain(initial: dict[str, Any], final: dict[str, Any]) -> dict[str, Any] | None:
+    """Final minus initial pass@1 paired over the held-out tasks (None when an eval from an older
+    version of `sao` lacks the per-task scores)."""
+    if "task_scores" not in initial or "task_scores" not in final:
+        return None
+    return paired_difference(final["task_scores"], initial["task_scores"])
