@@ -1,8 +1,11 @@
-"""Warm start (`sao sft`): train the tiny policy on a scripted teacher's demonstrations.
+"""Warm start (`sao sft`): train a policy on a scripted teacher's demonstrations.
 
-Each demonstration is a list of `(text, is_action)` segments: the prompt and the environment's
-observations are context (no loss), the teacher's actions are the targets. The result is saved
-with `save_pretrained`, ready for `sao eval` and `sao train`.
+The policy is the tiny default, or any local HF checkpoint given as `model.path`. Each
+demonstration is a list of `(text, is_action)` segments: the prompt and the environment's
+observations are context (no loss), the teacher's actions are the targets. They are laid out by
+`sao.rollout.rendering.TurnRenderer`, exactly as a rollout of the same episode is (the chat
+template when the tokenizer has one). The result is saved with `save_pretrained`, ready for
+`sao eval` and `sao train`.
 """
 
 from __future__ import annotations
@@ -21,23 +24,19 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from sao.config import SFTConfig, load_config
 from sao.envs.registry import make_demonstrations
 from sao.learner.chunking import chunked_forward
-from sao.models.policy import build_tiny_policy, save_policy
+from sao.models.policy import build_tiny_policy, load_policy, save_policy
 from sao.models.tokenizer import build_tokenizer
+from sao.rollout.rendering import TurnRenderer
 
 Segments = list[tuple[str, bool]]
 
 
 def encode_segments(
-    tokenizer: PreTrainedTokenizerBase, segments: Segments
+    tokenizer: PreTrainedTokenizerBase, segments: Segments, renderer: TurnRenderer | None = None
 ) -> tuple[list[int], list[int]]:
-    """Token ids (BOS first) and a 0/1 loss mask that is 1 exactly on action tokens."""
-    ids = [tokenizer.bos_token_id]
-    mask = [0]
-    for text, is_action in segments:
-        piece = tokenizer.encode(text, add_special_tokens=False)
-        ids += piece
-        mask += [int(is_action)] * len(piece)
-    return ids, mask
+    """Token ids laid out as a rollout's (plain layout: BOS first) and a 0/1 loss mask that is 1
+    exactly on action tokens. Pass `renderer` to reuse one across many demonstrations."""
+    return (renderer or TurnRenderer(tokenizer)).demonstration(segments)
 
 
 def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
@@ -93,7 +92,8 @@ def train_sft(
     progress: bool = True,
 ) -> list[float]:
     """Train `model` in place on the examples; returns the loss curve (one value per step)."""
-    encoded = [encode_segments(tokenizer, ex) for ex in examples]
+    renderer = TurnRenderer(tokenizer)
+    encoded = [encode_segments(tokenizer, ex, renderer) for ex in examples]
     if not encoded:
         raise ValueError("train_sft: no demonstrations")
     rng = random.Random(seed)
@@ -140,16 +140,22 @@ def warm_start(
     config: SFTConfig | None = None,
     seed: int = 0,
     progress: bool = True,
+    model_path: str | Path | None = None,
 ) -> Path:
-    """Build the tiny policy, train it on `env`'s demonstrations and save it to `out`.
+    """Train a policy on `env`'s demonstrations and save it to `out`.
 
-    `config` defaults to the environment's `sft` section (`sao/configs/ENV.yaml` over defaults).
+    The policy is loaded from `model_path` (any local HF causal LM with its tokenizer) when
+    given, else the tiny default is built. `config` defaults to the environment's `sft` section
+    (`sao/configs/ENV.yaml` over defaults).
     """
     if config is None:
         config = load_config("sao", None, [f"env.name={env}"]).sft
     torch.manual_seed(seed)
-    tokenizer = build_tokenizer()
-    model = build_tiny_policy(tokenizer, seed=seed)
+    if model_path is not None:
+        model, tokenizer = load_policy(model_path)
+    else:
+        tokenizer = build_tokenizer()
+        model = build_tiny_policy(tokenizer, seed=seed)
     examples = make_demonstrations(env, config.num_demonstrations, seed)
     t0 = time.time()
     curve = train_sft(model, tokenizer, examples, config, seed=seed, progress=progress)
@@ -169,6 +175,7 @@ def run_sft_command(
     """`sao sft`: warm-start and save; prints where the policy went."""
     overrides = [f"env.name={env}", *overrides]
     overrides += [f"sft.steps={steps}"] if steps is not None else []
-    config = load_config("sao", None, overrides).sft
-    warm_start(env, out or default_warm_start_dir(env), config, seed=seed)
+    full = load_config("sao", None, overrides)
+    out_dir = out or default_warm_start_dir(env)
+    warm_start(env, out_dir, full.sft, seed=seed, model_path=full.model.path)
     return 0

@@ -45,8 +45,8 @@ class Completion:
         logprobs: per-token fp32 log-prob under the distribution the token was drawn from, i.e.
             at the request's temperature and top-p (see `sao.rollout.engine`).
         versions: per-token weight version that produced the token's logits.
-        finish_reason: "stop" (a stop token or EOS was sampled) or "length" (max_new_tokens or the
-            model's context limit reached).
+        finish_reason: "stop" (a stop token, stop string or EOS was sampled), "length"
+            (max_new_tokens or the model's context limit reached) or "abort" (`abort` dropped it).
     """
 
     request_id: str

@@ -15,7 +15,8 @@ from sao.config import SAOConfig
 from sao.envs.base import Environment, Task
 from sao.envs.registry import make_env, make_task_source
 from sao.rollout.agent_loop import AgentLoop
-from sao.rollout.engine import RolloutEngine, SamplingParams
+from sao.rollout.engine import SamplingParams
+from sao.rollout.factory import make_engine
 from sao.runtime.scheduler import Scheduler
 from sao.runtime.transport import TrajectoryQueue, WeightChannel
 
@@ -64,8 +65,10 @@ def build_agent_loop(
     seed: int,
     version: int = 0,
 ) -> AgentLoop:
-    """An engine (its own copy of `policy`, in `rollout.precision`) driven by an agent loop."""
-    engine = RolloutEngine(
+    """An engine (`rollout.engine`, its own copy of `policy`, in `rollout.precision`) driven by an
+    agent loop; sampling settings the learner cannot recompute are refused here."""
+    engine = make_engine(
+        config.rollout.engine,
         policy,
         tokenizer,
         max_batch=config.rollout.concurrency,
@@ -73,11 +76,13 @@ def build_agent_loop(
         seed=seed,
         version=version,
     )
+    sampling = sampling_params(config)
+    engine.check_sampling(sampling)
     return AgentLoop(
         engine,
         tokenizer,
         env_factory(config),
-        sampling_params(config),
+        sampling,
         max_tokens=config.env.max_tokens,
         env_name=config.env.name,
         env_workers=config.rollout.env_workers,
