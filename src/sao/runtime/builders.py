@@ -11,7 +11,7 @@ from pathlib import Path
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from sao.config import SAOConfig
+from sao.config import ConfigError, SAOConfig
 from sao.envs.base import Environment, Task
 from sao.envs.registry import make_env, make_task_source
 from sao.rollout.agent_loop import AgentLoop
@@ -67,17 +67,20 @@ def build_agent_loop(
 ) -> AgentLoop:
     """An engine (`rollout.engine`, its own copy of `policy`, in `rollout.precision`) driven by an
     agent loop; sampling settings the learner cannot recompute are refused here."""
-    engine = make_engine(
-        config.rollout.engine,
-        policy,
-        tokenizer,
-        max_batch=config.rollout.concurrency,
-        precision=config.rollout.precision,
-        seed=seed,
-        version=version,
-    )
     sampling = sampling_params(config)
-    engine.check_sampling(sampling)
+    try:
+        engine = make_engine(
+            config.rollout.engine,
+            policy,
+            tokenizer,
+            max_batch=config.rollout.concurrency,
+            precision=config.rollout.precision,
+            seed=seed,
+            version=version,
+        )
+        engine.check_sampling(sampling)
+    except ValueError as err:  # a setting this run cannot honour: one line, no traceback
+        raise ConfigError(str(err)) from err
     return AgentLoop(
         engine,
         tokenizer,
