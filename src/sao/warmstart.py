@@ -74,7 +74,12 @@ def sft_loss(
         # Token-aligned like the learner's log-probs: column t scores token t; column 0 has none.
         return F.pad(nll.view(ids.shape[0], -1), (1, 0))
 
-    attention = (input_ids != pad_id).long()
+    # Rows are right-padded. A real token may share the pad id (a tokenizer that pads with EOS, and
+    # a chat template that writes EOS between turns): every position up to the last target is
+    # real, and what follows the last target cannot change any loss.
+    positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+    last_target = (loss_mask.long() * positions).amax(dim=1, keepdim=True)
+    attention = ((input_ids != pad_id) | (positions <= last_target)).long()
     if max_tokens is None:
         nll = token_nll(input_ids, attention)
     else:

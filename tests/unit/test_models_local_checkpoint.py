@@ -3,6 +3,7 @@ token-in/token-out across turns, and demonstrations laid out as rollouts are."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import pytest
@@ -18,7 +19,7 @@ from sao.rollout.engine import RolloutEngine
 from sao.rollout.rendering import TurnRenderer, single_token_ids
 from sao.rollout.requests import Completion, SamplingParams
 from sao.tags import ALL_TAGS
-from sao.warmstart import warm_start
+from sao.warmstart import collate_demonstrations, sft_loss, warm_start
 
 BUILT_IN_ENVS = ("calc", "code_repair", "style_stream", "reasoning_gym:chain_sum")
 
@@ -217,3 +218,28 @@ def test_sft_warm_starts_a_local_checkpoint(bpe_qwen3_dense_dir, tmp_path) -> No
     assert tokenizer.chat_template
     curve = [float(x) for x in (out / "sft_curve.txt").read_text().split()]
     assert len(curve) == 3 and all(torch.isfinite(torch.tensor(curve)))
+
+
+def test_sft_loss_is_the_same_when_the_pad_id_also_occurs_in_the_text(moe) -> None:
+    """A tokenizer padding with EOS (`<|im_end|>`, which the chat layout writes between turns)."""
+    model, tokenizer = moe
+    renderer = TurnRenderer(tokenizer)
+    demos = make_demonstrations("calc", 6, seed=0)
+    encoded = [renderer.demonstration(segments) for segments in demos]
+    assert any(tokenizer.eos_token_id in ids for ids, _ in encoded)
+    with torch.no_grad():
+        losses = []
+        for pad in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+            input_ids, loss_mask = collate_demonstrations(encoded, pad)
+            losses.append(sft_loss(model, input_ids, loss_mask, pad).item())
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+
+
+def test_a_tokenizer_without_a_pad_token_pads_with_eos(moe, tmp_path) -> None:
+    model, tokenizer = moe
+    no_pad = copy.deepcopy(tokenizer)
+    no_pad.pad_token = None
+    model.save_pretrained(tmp_path)
+    no_pad.save_pretrained(tmp_path)
+    _, loaded = load_policy(tmp_path)
+    assert loaded.pad_token_id == loaded.eos_token_id == tokenizer.eos_token_id
