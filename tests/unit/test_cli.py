@@ -48,10 +48,15 @@ def test_sft_overrides_reach_the_sft_config(monkeypatch, tmp_path):
     monkeypatch.setattr(
         sao.warmstart,
         "warm_start",
-        lambda env, out, config, seed: seen.update(env=env, config=config),
+        lambda env, out, config, seed, model_path: seen.update(
+            env=env, config=config, model_path=model_path
+        ),
     )
     argv = ["sft", "--env", "code_repair", "--out", str(tmp_path), "--steps", "7"]
     assert main([*argv, "--set", "sft.micro_batch_tokens=2048"]) == 0
     assert seen["env"] == "code_repair"
     assert seen["config"].micro_batch_tokens == 2048 and seen["config"].steps == 7
     assert seen["config"].batch_size == 32  # code_repair's packaged sft section still applies
+    assert seen["model_path"] is None  # the tiny default
+    assert main([*argv, "--set", f"model.path={tmp_path}"]) == 0
+    assert seen["model_path"] == str(tmp_path)

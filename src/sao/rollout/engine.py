@@ -36,7 +36,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import Cache, DynamicLayer
 
 from sao.rollout.kv_cache import SlotCache
-from sao.rollout.requests import Completion, SamplingParams
+from sao.rollout.requests import Completion, SamplingParams, checked_request
 from sao.rollout.sampling import sample_tokens
 from sao.rollout.stopping import ends_with_stop_string
 
@@ -187,27 +187,14 @@ class RolloutEngine:
             ValueError: duplicate in-flight `request_id`, empty or over-long prompt, bad token ids.
             TypeError: `params` is not a `SamplingParams`.
         """
-        if not isinstance(request_id, str) or not request_id:
-            raise ValueError(f"submit: request_id must be a non-empty str, got {request_id!r}")
-        if not isinstance(params, SamplingParams):
-            raise TypeError(f"submit: params must be SamplingParams, got {type(params).__name__}")
-        prompt = [int(t) for t in prompt_ids]
-        if not prompt:
-            raise ValueError("submit: prompt_ids is empty")
-        vocab = self._model.get_input_embeddings().num_embeddings
-        if any(not 0 <= t < vocab for t in prompt):
-            raise ValueError(
-                f"submit: prompt_ids must lie in [0, {vocab}) for request {request_id!r}"
-            )
-        if self._max_positions is not None and len(prompt) >= self._max_positions:
-            raise ValueError(
-                f"submit: prompt_ids has {len(prompt)} tokens, the model's context limit is "
-                f"{self._max_positions}"
-            )
-        if any(not isinstance(s, str) or not s for s in stop_strings):
-            raise ValueError(
-                f"submit: stop_strings must be non-empty strings, got {stop_strings!r}"
-            )
+        prompt = checked_request(
+            request_id,
+            prompt_ids,
+            params,
+            stop_strings,
+            self._model.get_input_embeddings().num_embeddings,
+            self._max_positions,
+        )
         stops = frozenset(int(t) for t in stop_token_ids)
         if self._eos_id is not None:
             stops |= {int(self._eos_id)}

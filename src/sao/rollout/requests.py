@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -54,3 +55,39 @@ class Completion:
     logprobs: list[float]
     versions: list[int]
     finish_reason: str
+
+
+def checked_request(
+    request_id: str,
+    prompt_ids: Sequence[int],
+    params: SamplingParams,
+    stop_strings: Sequence[str],
+    vocab_size: int,
+    max_positions: int | None,
+) -> list[int]:
+    """The prompt as a list of ints, once the request is known to be well formed.
+
+    Raises:
+        ValueError: empty `request_id`, empty or over-long prompt, ids outside the vocabulary, or
+            an empty stop string.
+        TypeError: `params` is not a `SamplingParams`.
+    """
+    if not isinstance(request_id, str) or not request_id:
+        raise ValueError(f"submit: request_id must be a non-empty str, got {request_id!r}")
+    if not isinstance(params, SamplingParams):
+        raise TypeError(f"submit: params must be SamplingParams, got {type(params).__name__}")
+    prompt = [int(t) for t in prompt_ids]
+    if not prompt:
+        raise ValueError("submit: prompt_ids is empty")
+    if any(not 0 <= t < vocab_size for t in prompt):
+        raise ValueError(
+            f"submit: prompt_ids must lie in [0, {vocab_size}) for request {request_id!r}"
+        )
+    if max_positions is not None and len(prompt) >= max_positions:
+        raise ValueError(
+            f"submit: prompt_ids has {len(prompt)} tokens, the model's context limit is "
+            f"{max_positions}"
+        )
+    if any(not isinstance(s, str) or not s for s in stop_strings):
+        raise ValueError(f"submit: stop_strings must be non-empty strings, got {stop_strings!r}")
+    return prompt
