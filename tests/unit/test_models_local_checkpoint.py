@@ -167,28 +167,31 @@ def test_each_turn_extends_the_previous_turns_ids_exactly(moe) -> None:
     assert multi_turn >= 2
 
 
-def test_a_scripted_calc_episode_through_the_loop_equals_its_demonstration(moe) -> None:
-    """Rollouts and demonstrations share one layout: the calc teacher's actions, played through
-    the agent loop with the real environment, give the ids `sao sft` trains on."""
+@pytest.mark.parametrize("env_name", BUILT_IN_ENVS)
+def test_teacher_episodes_through_the_loop_equal_their_demonstrations(moe, env_name) -> None:
+    """Rollouts and demonstrations share one layout: each teacher's actions, played through the
+    agent loop against the real environment, give exactly the ids `sao sft` trains on."""
     _, tokenizer = moe
     renderer = TurnRenderer(tokenizer)
-    teacher = registration_for("calc").demonstrations(40, 0)
-    played = next(t for t in teacher if len(t.turns) == 2)  # a tool call, then the answer
+    registration = registration_for(env_name)
+    variant = [env_name.split(":")[1]] if registration.takes_variant else []
+    teacher = registration.demonstrations(*variant, 40, 0)
+    played = max(teacher[:40], key=lambda t: len(t.turns))  # the most turns: tools and answer
     demo = played.segments()
     actions = [text for text, is_action in demo if is_action]
     loop = AgentLoop(
         ScriptedEngine(tokenizer, actions),
         tokenizer,
-        lambda: make_env("calc", max_turns=4),
+        lambda: make_env(env_name, max_turns=len(actions)),
         SamplingParams(max_new_tokens=64),
-        400,
-        "calc",
+        4096,
+        env_name,
     )
     (trajectory,) = loop.run([("e", played.task, {})])
     ids, mask = renderer.demonstration(demo)
     assert list(trajectory.token_ids) == ids
     assert list(trajectory.action_mask) == mask
-    assert trajectory.reward == played.reward  # the tool ran and the answer was scored
+    assert trajectory.reward == played.reward  # the tools ran and the answer was scored the same
 
 
 @pytest.mark.parametrize("env_name", BUILT_IN_ENVS)
