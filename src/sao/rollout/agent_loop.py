@@ -6,8 +6,8 @@ inserted tokens (mask 0) -> the episode is resubmitted with the longer context. 
 observations are laid out by `sao.rollout.rendering.TurnRenderer` (the tokenizer's chat template
 when it has one) and tokenized once: each resubmitted context extends the previous one's ids
 exactly. A closing tag that is an added token of the tokenizer stops as a token id; otherwise
-(a BPE vocabulary, where `</python>` is several tokens) it stops as a string on the decoded tail. When the
-environment says done (or a budget runs out) the episode becomes a validated `Trajectory`.
+(a BPE vocabulary, where `</python>` is several tokens) it stops as a string on the decoded tail.
+When the environment says done (or a budget runs out) the episode becomes a validated `Trajectory`.
 
 Environment steps (tool calls in the sandbox take tens of milliseconds) run on a small thread pool
 (`env_workers`), so the engine keeps decoding the other episodes meanwhile: an episode waiting on
