@@ -6,7 +6,8 @@ Run with `-s` to see the measured log-prob gaps:
 
 Engines: `builtin` always; `vllm` only where the `vllm` package imports (skipped otherwise, with
 the reason). Models: the tiny default (character tokenizer, tags as single tokens) and a locally
-made Qwen3-MoE with a BPE tokenizer and a chat template (`tests/fixtures_models.py`).
+made Qwen3-MoE and dense Qwen3 with a BPE tokenizer and a chat template
+(`tests/fixtures_models.py`).
 """
 
 from __future__ import annotations
@@ -40,12 +41,12 @@ def _engine_names() -> list[object]:
     ]
 
 
-@pytest.fixture(scope="module", params=["tiny_default", "bpe_qwen3_moe"])
+@pytest.fixture(scope="module", params=["tiny_default", "bpe_qwen3_moe", "bpe_qwen3_dense"])
 def model_and_tokenizer(request):
     if request.param == "tiny_default":
         tokenizer = build_tokenizer()
         return build_tiny_policy(tokenizer, seed=0), tokenizer
-    return load_policy(request.getfixturevalue("bpe_qwen3_moe_dir"))
+    return load_policy(request.getfixturevalue(f"{request.param}_dir"))
 
 
 @pytest.fixture(params=_engine_names())
