@@ -29,6 +29,7 @@ from sao.preflight import (
     check_output_dir,
     check_output_file,
     check_policy_dir,
+    check_trainable,
 )
 
 
@@ -223,6 +224,7 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         import yaml
 
         config = _config_from(args, prog)
+        check_trainable(config)
         print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
         return 0
     if args.command == "sft":
@@ -240,7 +242,9 @@ def _sft(args: argparse.Namespace, prog: str) -> int:
     seed = config.train.seed if args.seed is None else args.seed
     from sao import warmstart  # torch and transformers load only after every check passed
 
-    warmstart.warm_start(config.env.name, out, config.sft, seed=seed)
+    warmstart.warm_start(
+        config.env.name, out, config.sft, seed=seed, model_path=config.model.path or None
+    )
     return 0
 
 
@@ -299,6 +303,7 @@ def _train(args: argparse.Namespace, prog: str) -> int:
         overrides = [*args.overrides, *extra]
         return run_train_command(None, resume=args.resume, overrides=overrides, fixed=fixed)
     config = _config_from(args, prog, extra)
+    check_trainable(config)
     check_output_dir(config.run_dir(), "--out" if args.out else "train.out")
     from sao.runtime.launch import run_train_command  # torch loads only after every check passed
 
