@@ -97,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     _add_import_flag(ev)
 
+    from sao.serve.cli import add_serve_arguments, add_simulate_arguments
+
+    serve = sub.add_parser("serve", help="serve the policy (OpenAI API) and learn from feedback")
+    _add_config_flags(serve)
+    add_serve_arguments(serve)
+    add_simulate_arguments(sub.add_parser("simulate", help="simulated users against `sao serve`"))
+
     presets = sub.add_parser("presets", help="list the presets (SAO and its baselines)")
     presets.set_defaults(command="presets")
 
@@ -158,6 +165,14 @@ def _dispatch(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             seed=args.seed,
         )
+    if args.command == "serve":
+        from sao.serve.cli import run_serve_command
+
+        return run_serve_command(_config_from(args), args)
+    if args.command == "simulate":
+        from sao.serve.cli import run_simulate_command
+
+        return run_simulate_command(args)
     if args.command == "train":
         from sao.runtime.train import run_train_command
 

@@ -144,6 +144,12 @@ class RolloutEngine:
         """True while any sequence is active or waiting."""
         return bool(self._active or self._waiting)
 
+    def in_flight_tokens(self) -> dict[str, list[int]]:
+        """A copy of the tokens each active sequence has sampled so far, by request id (for
+        streaming a reply while it is generated)."""
+        with self._lock:
+            return {seq.request_id: list(seq.token_ids) for seq in self._active}
+
     # ------------------------------------------------------------------ requests
     def submit(
         self,
