@@ -189,12 +189,12 @@ class LiveLearner:
                 phase = "all_dropped"
             metrics["rollout/dropped_stale"] = float(len(dropped))
             metrics["time/learner_step"] = time.perf_counter() - t0
+            self.last_metrics = metrics
             self._checkpoint([i for i, _ in kept], [i for i, _ in dropped], metrics)
             self.metrics.learner_steps.labels(phase=phase).inc()
             self.metrics.learner_seconds.observe(metrics["time/learner_step"])
             self.metrics.policy_version.set(self.learner.version)
             self.metrics.set_counts(self.store.counts())
-            self.last_metrics = metrics
             self.last_error = None
             return True
         finally:
