@@ -122,6 +122,7 @@ class LiveLearner:
         self.last_metrics: dict[str, float] = {}
         self.last_error: str | None = None
         self.training = False
+        self.busy_s = 0.0  # seconds spent in learner steps since start
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sao-serve-learner", daemon=True)
@@ -149,6 +150,7 @@ class LiveLearner:
             "warmup_batches": self.warmup_batches,
             "batch_size": self.batch_size,
             "training": self.training,
+            "busy_s": self.busy_s,
             "last_error": self.last_error,
             "last_metrics": self.last_metrics,
         }
@@ -189,6 +191,7 @@ class LiveLearner:
                 phase = "all_dropped"
             metrics["rollout/dropped_stale"] = float(len(dropped))
             metrics["time/learner_step"] = time.perf_counter() - t0
+            self.busy_s += metrics["time/learner_step"]
             self.last_metrics = metrics
             self._checkpoint([i for i, _ in kept], [i for i, _ in dropped], metrics)
             self.metrics.learner_steps.labels(phase=phase).inc()
