@@ -207,3 +207,20 @@ def test_no_key_refuses_non_loopback(monkeypatch):
     assert resolve_api_key(None) == "from-env"
     assert resolve_api_key("flag") == "flag"
     check_bind("0.0.0.0", resolve_api_key(None))
+
+
+def test_key_is_not_stored(client, server):
+    _, service = server
+    client.chat.completions.create(model="tiny-policy", messages=user())
+    files = [p for p in service.store.path.parent.glob("serve.db*") if p.is_file()]
+    stored = b"".join(p.read_bytes() for p in files)
+    assert KEY.encode() not in stored
+    assert service.key_id.encode() in stored  # the fingerprint stands in for it
+
+
+def test_cli_refuses_to_bind_beyond_loopback_without_key(monkeypatch, capsys, policy_dir):
+    from sao.cli import main
+
+    monkeypatch.delenv("SAO_API_KEY", raising=False)
+    assert main(["serve", "--model", policy_dir, "--host", "0.0.0.0"]) == 2
+    assert "refusing to listen beyond loopback" in capsys.readouterr().err
