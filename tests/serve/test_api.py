@@ -119,10 +119,12 @@ def test_status_counts(http):
 
 
 def test_metrics_is_prometheus_text(http):
+    assert http.get("/v1/models").status_code == 200
     response = http.get("/metrics")
     assert response.status_code == 200
     assert "sao_serve_policy_version" in response.text
     assert 'sao_serve_stored{kind="completions"}' in response.text
+    assert 'sao_serve_requests_total{endpoint="/v1/models",status="200"}' in response.text
 
 
 def test_auth(server):

@@ -53,6 +53,15 @@ def create_app(service: Service, manage_lifecycle: bool = True) -> FastAPI:
 
     app = FastAPI(title="sao serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.add_middleware(BodySizeLimit, max_bytes=service.limits.max_body_bytes)
+    routes = {"/health", "/metrics", "/v1/models", "/v1/status", "/v1/feedback",
+              "/v1/chat/completions"}  # fmt: skip
+
+    @app.middleware("http")
+    async def count_requests(request: Request, call_next: Any) -> Response:
+        response = await call_next(request)
+        endpoint = request.url.path if request.url.path in routes else "other"
+        service.metrics.requests.labels(endpoint=endpoint, status=str(response.status_code)).inc()
+        return response
 
     @app.exception_handler(HTTPException)
     async def openai_error(_: Request, err: HTTPException) -> JSONResponse:
