@@ -88,6 +88,9 @@ def run_serve_command(config: SAOConfig, args: argparse.Namespace) -> int:
 
 def run_simulate_command(args: argparse.Namespace) -> int:
     """Drive a running server with simulated users; write the adaptation report."""
+    import httpx
+    import openai
+
     from sao.serve.auth import resolve_api_key
     from sao.serve.simulate import simulate
 
@@ -106,6 +109,9 @@ def run_simulate_command(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"sao simulate: {err}", file=sys.stderr)
         return 2
+    except (httpx.HTTPError, openai.APIError) as err:
+        print(f"sao simulate: the server at {args.url} failed: {err}", file=sys.stderr)
+        return 1
     import json
 
     print(json.dumps(summary, indent=2))

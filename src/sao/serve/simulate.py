@@ -63,8 +63,7 @@ class _User:
         environment = make_env(self.env)
         environment.reset(task)
         result = environment.step(content)
-        response = self.http.post("/v1/feedback", json={"id": reply.id, "reward": result.reward})
-        response.raise_for_status()
+        self._post_feedback(reply.id, result.reward)
         return {
             "index": index,
             "id": reply.id,
@@ -75,6 +74,16 @@ class _User:
             "latency_s": latency,
             "reply": content,
         }
+
+    def _post_feedback(self, completion_id: str, reward: float, attempts: int = 8) -> None:
+        """Post a reward, waiting out 429s as the server's `Retry-After` says."""
+        for _ in range(attempts):
+            response = self.http.post("/v1/feedback", json={"id": completion_id, "reward": reward})
+            if response.status_code != 429:
+                response.raise_for_status()
+                return
+            time.sleep(float(response.headers.get("retry-after", "1")))
+        response.raise_for_status()
 
 
 def window_rows(records: list[dict[str, Any]], window: int, env: str) -> list[dict[str, Any]]:
