@@ -22,6 +22,7 @@ def test_simulated_users_are_judged_rewarded_and_reported(policy_dir, tmp_path):
         )
         status = httpx.get(f"{url}/v1/status", headers={"Authorization": "Bearer k"}).json()
     assert summary["requests"] == 6
+    assert summary["server_trained"] == 6  # the summary waits for the learner to finish
     assert status["feedback"] == 6 and status["completions"] == 6
 
     records = [json.loads(line) for line in (tmp_path / "sim" / "requests.jsonl").open()]

@@ -86,6 +86,21 @@ class _User:
         response.raise_for_status()
 
 
+def _settled_status(http: httpx.Client, timeout_s: float = 120.0) -> dict[str, Any]:
+    """The server's status once its learner has trained every full batch of the rewards posted
+    (or after `timeout_s`), so the summary's trained count is not a snapshot mid-step."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = http.get("/v1/status").json()
+        learner = status.get("learner", {})
+        settled = status.get("pending", 0) < learner.get("batch_size", 1) and not learner.get(
+            "training"
+        )
+        if settled or time.monotonic() > deadline:
+            return status
+        time.sleep(0.5)
+
+
 def window_rows(records: list[dict[str, Any]], window: int, env: str) -> list[dict[str, Any]]:
     """Per window of `window` consecutive requests (by prompt index): the environment's step
     metrics (style shares, preferred style), mean reward and mean served policy version."""
@@ -155,8 +170,8 @@ def simulate(
 
         with ThreadPoolExecutor(concurrency) as pool:
             list(pool.map(one, enumerate(tasks)))
-        status = http.get("/v1/status").json()
-    wall_s = time.perf_counter() - t0
+        wall_s = time.perf_counter() - t0
+        status = _settled_status(http)
 
     rows = window_rows(records, window, env)
     (out / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
