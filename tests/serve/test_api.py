@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import openai
 import pytest
@@ -226,3 +228,17 @@ def test_cli_refuses_to_bind_beyond_loopback_without_key(monkeypatch, capsys, po
     monkeypatch.delenv("SAO_API_KEY", raising=False)
     assert main(["serve", "--model", policy_dir, "--host", "0.0.0.0"]) == 2
     assert "refusing to listen beyond loopback" in capsys.readouterr().err
+
+
+def test_an_abandoned_stream_frees_its_generation_slot(server):
+    url, service = server
+    body = {"model": "tiny-policy", "messages": user(), "stream": True}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, headers=headers) as r:
+        assert r.status_code == 200
+        first = next(r.iter_lines())
+        assert first.startswith("data: ")
+    deadline = time.monotonic() + 30
+    while service.gate.active and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert service.gate.active == 0
