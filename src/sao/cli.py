@@ -144,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--seed", type=int, help="task and sampling seed (default: train.seed)")
 
+    from sao.serve.cli import add_serve_arguments, add_simulate_arguments
+
+    serve = sub.add_parser("serve", help="serve the policy (OpenAI API) and learn from feedback")
+    _add_config_flags(serve)
+    add_serve_arguments(serve)
+    add_simulate_arguments(sub.add_parser("simulate", help="simulated users against `sao serve`"))
+
     presets = sub.add_parser("presets", help="list the presets (SAO and its baselines)")
     _add_common_flags(presets)
 
@@ -231,6 +238,16 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         return _sft(args, prog)
     if args.command == "eval":
         return _eval(args, prog)
+    if args.command == "serve":
+        from sao.serve.cli import run_serve_command
+
+        config = _config_from(args, prog)
+        check_trainable(config)
+        return run_serve_command(config, args)
+    if args.command == "simulate":
+        from sao.serve.cli import run_simulate_command
+
+        return run_simulate_command(args)
     if args.command == "train":
         return _train(args, prog)
     raise AssertionError(f"unhandled command {args.command}")

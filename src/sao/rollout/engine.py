@@ -168,6 +168,12 @@ class RolloutEngine:
                 "vocabulary, so training needs top_p = 1 (temperature is fine)"
             )
 
+    def in_flight_tokens(self) -> dict[str, list[int]]:
+        """A copy of the tokens each active sequence has sampled so far, by request id (for
+        streaming a reply while it is generated)."""
+        with self._lock:
+            return {seq.request_id: list(seq.token_ids) for seq in self._active}
+
     # ------------------------------------------------------------------ requests
     def submit(
         self,
