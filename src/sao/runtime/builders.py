@@ -14,6 +14,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from sao.config import SAOConfig
 from sao.envs.base import Environment, Task
 from sao.envs.registry import make_env, make_task_source
+from sao.learner.precision import model_on_device
 from sao.rollout.agent_loop import AgentLoop
 from sao.rollout.engine import RolloutEngine, SamplingParams
 from sao.runtime.scheduler import Scheduler
@@ -65,13 +66,14 @@ def build_agent_loop(
     version: int = 0,
     max_batch: int | None = None,
 ) -> AgentLoop:
-    """An engine (its own copy of `policy`, in `rollout.precision`) driven by an agent loop.
+    """An engine (its own copy of `policy`, in `rollout.precision`, on `rollout.engine_device`)
+    driven by an agent loop.
 
     The one place a config becomes engine and agent-loop arguments: training, value pretraining
     and every eval sample under the same settings. `max_batch` defaults to `rollout.concurrency`.
     """
     engine = RolloutEngine(
-        policy,
+        model_on_device(policy, config.rollout.engine_device),
         tokenizer,
         max_batch=config.rollout.concurrency if max_batch is None else max_batch,
         precision=config.rollout.precision,
