@@ -297,8 +297,9 @@ class RayBackend:
             atomic_write_json(self.log_dir / "ray_nodes.json", placement)
         return remote
 
-    def placement(self) -> dict[str, str]:
-        """The Ray node id of the driver and of each actor.
+    def placement(self) -> dict[str, Any]:
+        """The Ray node id of the driver and of each actor, and each live node's resources
+        (`nodes`: node id -> resource totals).
 
         Raises:
             RuntimeError: naming the actor and the resources it asked for, when no node offered
@@ -310,7 +311,7 @@ class RayBackend:
         }
         if self.learner_actor is not None:
             actors["learner"] = (self.learner_actor, self.config.train.ray_learner_resources)
-        out = {"driver": ray.get_runtime_context().get_node_id()}
+        out: dict[str, Any] = {"driver": ray.get_runtime_context().get_node_id()}
         for name, (actor, resources) in actors.items():
             try:
                 out[name] = ray.get(actor.node_id.remote(), timeout=PLACEMENT_TIMEOUT_S)
@@ -319,6 +320,7 @@ class RayBackend:
                     f"ray: the {name} actor was not placed within {PLACEMENT_TIMEOUT_S:.0f} s; "
                     f"no node offers resources {resources}"
                 ) from None
+        out["nodes"] = {n["NodeID"]: n["Resources"] for n in ray.nodes() if n["Alive"]}
         return out
 
     def start(self) -> None:
