@@ -82,6 +82,8 @@ class RolloutConfig(_Section):
     """Nucleus sampling mass."""
     max_new_tokens: int = Field(96, ge=1, le=65536)
     """Tokens sampled per action turn at most."""
+    engine: Literal["builtin", "vllm"] = "builtin"
+    """Inference engine: the built-in CPU engine, or vLLM (needs the `vllm` extra)."""
     precision: Literal["fp32", "bf16"] = "fp32"
     """Engine precision; bf16 against an fp32 learner is the train/inference mismatch DIS handles."""
     max_staleness: int | None = Field(None, ge=0)

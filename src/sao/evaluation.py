@@ -110,7 +110,13 @@ def evaluate(
     env = config.env.name
     tasks = make_task_source(env, **config.env.task_options).test(n, seed)
     loop = build_agent_loop(
-        config, model, tokenizer, seed=seed, version=version, max_batch=_EVAL_MAX_BATCH
+        config,
+        model,
+        tokenizer,
+        seed=seed,
+        version=version,
+        max_batch=_EVAL_MAX_BATCH,
+        for_training=False,
     )
     try:
         episodes = [

@@ -98,7 +98,9 @@ def load_policy(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load any HF causal LM and its tokenizer saved at the local directory `path`.
 
-    Never touches the network (`local_files_only`). The model is returned in eval mode.
+    Never touches the network (`local_files_only`). The model is returned in eval mode. A
+    tokenizer without a pad token pads with EOS (padding is always masked, so its id never
+    reaches a loss).
 
     Raises:
         ValueError: if `path` is not a directory or `dtype` is not a floating torch dtype.
@@ -110,6 +112,8 @@ def load_policy(
         raise ValueError(f"load_policy: dtype must be a floating torch.dtype, got {dtype!r}")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
     return model.eval(), tokenizer
 
 
