@@ -67,6 +67,6 @@ def full_state_dict(model: nn.Module) -> dict[str, Tensor]:
     return {k: full_tensor(v.detach()).to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
-def gradient_norm(norm: Tensor) -> float:
+def global_norm_value(norm: Tensor) -> float:
     """A gradient norm from `clip_grad_norm_` as a float (reduced across ranks when sharded)."""
     return float(full_tensor(norm.detach()))
