@@ -81,15 +81,18 @@ def autocast(precision: str, device: torch.device) -> Iterator[None]:
 
 
 def mixed_precision_forward(
-    fn: Callable[[Tensor, Tensor], Any], precision: str, device: torch.device
-) -> Callable[[Tensor, Tensor], Any]:
-    """`fn` run under `precision`'s autocast, its floating outputs (a tensor or a tuple) in fp32."""
+    fn: Callable[..., Any], precision: str, device: torch.device
+) -> Callable[..., Any]:
+    """`fn` run under `precision`'s autocast, its floating outputs (a tensor or a tuple) in fp32.
+
+    The arguments pass through unchanged, so any forward signature can be wrapped.
+    """
     if precision == "fp32":
         return fn
 
-    def run(input_ids: Tensor, attention_mask: Tensor) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
         with autocast(precision, device):
-            out = fn(input_ids, attention_mask)
+            out = fn(*args, **kwargs)
         if isinstance(out, tuple):
             return tuple(_fp32(t) for t in out)
         return _fp32(out)
