@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from sao.config import OptimConfig
+from sao.learner.sharding import global_norm_value
 
 
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
@@ -45,7 +46,7 @@ def apply_gradients(
         return math.nan, False
     loss.backward()
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+    grad_norm = global_norm_value(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
     applied = math.isfinite(grad_norm)
     if applied:
         optimizer.step()

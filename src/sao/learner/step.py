@@ -30,6 +30,8 @@ from sao.core.losses import dis_policy_loss, ppo_clip_policy_loss, value_loss
 from sao.core.metrics import explained_variance, masked_mean
 from sao.learner.chunking import chunked_forward
 from sao.learner.optim import apply_gradients, build_optimizer, trainable_parameters
+from sao.learner.precision import mixed_precision_forward, prepare_model, resolve_device
+from sao.learner.sharding import full_state_dict
 from sao.models.critic import ValueModel, freeze_modules
 from sao.models.policy import token_logprobs_and_entropy
 from sao.trajectory import Batch, Trajectory, collate
@@ -63,9 +65,10 @@ class Learner:
     ) -> None:
         _require_fp32(policy, "policy")
         self.config = config
-        self.policy = policy.eval()
+        train = config.train
+        self.device = resolve_device(train.learner_device)
+        self.policy = prepare_model(policy, self.device, train.gradient_checkpointing)
         self.pad_token_id = pad_token_id
-        self.device = next(policy.parameters()).device
         self.version = 0
         self.skipped_steps = {"actor": 0, "critic": 0}
         self.actor_optimizer = build_optimizer(trainable_parameters(policy), config.actor)
@@ -78,6 +81,7 @@ class Learner:
             _require_fp32(critic, "critic")
             self.critic = critic.to(self.device).eval()
             self.frozen_critic_parameters = freeze_modules(self.critic, list(config.critic.freeze))
+            prepare_model(self.critic, self.device, train.gradient_checkpointing)
             self.critic_optimizer = build_optimizer(
                 trainable_parameters(self.critic), config.critic.optim
             )
@@ -204,8 +208,12 @@ class Learner:
 
     def _forward(self, fn: Callable[[Tensor, Tensor], Any], batch: Batch) -> Any:
         """`fn(input_ids, attention_mask)` over the batch in length-sorted, trimmed passes."""
+        precision = self.config.train.learner_precision
         return chunked_forward(
-            fn, batch.input_ids, batch.attention_mask, self.config.train.micro_batch_tokens
+            mixed_precision_forward(fn, precision, self.device),
+            batch.input_ids,
+            batch.attention_mask,
+            self.config.train.micro_batch_tokens,
         )
 
     def _to_device(self, batch: Batch) -> Batch:
@@ -214,7 +222,7 @@ class Learner:
 
     def policy_state_dict(self) -> dict[str, Tensor]:
         """A detached CPU copy of the policy's weights, safe to publish while training goes on."""
-        return {k: v.detach().to("cpu", copy=True) for k, v in self.policy.state_dict().items()}
+        return full_state_dict(self.policy)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizers, baseline, version, skip counters.

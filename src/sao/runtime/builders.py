@@ -14,6 +14,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from sao.config import ConfigError, SAOConfig
 from sao.envs.base import Environment, Task
 from sao.envs.registry import make_env, make_task_source
+from sao.learner.precision import model_on_device
 from sao.rollout.agent_loop import AgentLoop
 from sao.rollout.engine import SamplingParams
 from sao.rollout.factory import make_engine
@@ -67,8 +68,9 @@ def build_agent_loop(
     max_batch: int | None = None,
     for_training: bool = True,
 ) -> AgentLoop:
-    """An engine (`rollout.engine`, its own copy of `policy`, in `rollout.precision`) driven by an
-    agent loop; for training, sampling settings the learner cannot recompute are refused here.
+    """An engine (`rollout.engine`, its own copy of `policy`, in `rollout.precision`, on
+    `rollout.engine_device`) driven by an agent loop; for training, sampling settings the learner
+    cannot recompute are refused here.
 
     The one place a config becomes engine and agent-loop arguments: training, value pretraining
     and every eval sample under the same settings. `max_batch` defaults to `rollout.concurrency`;
@@ -78,7 +80,7 @@ def build_agent_loop(
     try:
         engine = make_engine(
             config.rollout.engine,
-            policy,
+            model_on_device(policy, config.rollout.engine_device),
             tokenizer,
             max_batch=config.rollout.concurrency if max_batch is None else max_batch,
             precision=config.rollout.precision,
