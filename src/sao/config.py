@@ -92,6 +92,14 @@ class AlgoConfig(_Section):
     """Loss normaliser Z."""
     running_mean_window: int = Field(64, ge=1)
     """W for the running-mean baseline."""
+    ppo_minibatches: int | None = Field(None, ge=1, le=4096)
+    """PPO clip only: actor updates per batch, each on a contiguous slice of the batch, all
+    against old log-probs the learner computes once before the first (SAO_SPEC section 6; verl's
+    GRPO). None means 4 (the GRPO/VAPO presets' value: a mini-batch of a quarter of the batch, as
+    verl's recipes use), capped at the batch size. 1 takes one update whose ratio is exactly 1,
+    so the clip never acts. DIS takes one update against rollout log-probs and refuses it."""
+    ppo_epochs: int | None = Field(None, ge=1, le=64)
+    """PPO clip only: passes over the mini-batches per batch; None means 1 (verl's default)."""
 
 
 class OptimConfig(_Section):
@@ -195,6 +203,13 @@ class SAOConfig(_Section):
             raise ValueError("algo.advantage: GAE needs a critic (critic.enabled=true)")
         if self.algo.adaptive_lambda_alpha is not None and self.algo.advantage != "token_gae":
             raise ValueError("algo.adaptive_lambda_alpha: only token_gae uses a per-token lambda")
+        if self.algo.policy_loss == "dis" and (
+            self.algo.ppo_minibatches is not None or self.algo.ppo_epochs is not None
+        ):
+            raise ValueError(
+                "algo.ppo_minibatches/ppo_epochs: only policy_loss=ppo_clip takes mini-batches; "
+                "DIS takes one update per batch against the rollout log-probs"
+            )
         if self.algo.advantage == "group" and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size: group advantages need group_size >= 2")
         if self.train.batch_size % self.rollout.group_size:
@@ -220,14 +235,22 @@ def _env_slug(name: str) -> str:
 # ---------------------------------------------------------------------------------- presets
 _CRITIC_OFF = {"critic": {"enabled": False}}
 _GROUP = {"rollout": {"group_size": 8}, "algo": {"advantage": "group"}}
+# The baselines' PPO (SAO_SPEC section 6): clip-higher window 0.2 / 0.28, and 4 mini-batch updates
+# per batch against the learner's old log-probs, 1 epoch (verl's GRPO recipes: a mini-batch of a
+# quarter of the batch, ppo_epochs 1), so the ratio moves off 1 after the first update.
+_PPO_CLIP = {
+    "policy_loss": "ppo_clip",
+    "eps_low": 0.2,
+    "eps_high": 0.28,
+    "ppo_minibatches": 4,
+    "ppo_epochs": 1,
+}
 
 PRESETS: dict[str, dict[str, Any]] = {
     "sao": {},
-    "grpo": _GROUP
-    | _CRITIC_OFF
-    | {"algo": {"advantage": "group", "policy_loss": "ppo_clip", "eps_low": 0.2, "eps_high": 0.28}},
+    "grpo": _GROUP | _CRITIC_OFF | {"algo": {"advantage": "group", **_PPO_CLIP}},
     "grpo_dis": _GROUP | _CRITIC_OFF,
-    "vapo_nodis": {"algo": {"policy_loss": "ppo_clip", "eps_low": 0.2, "eps_high": 0.28}},
+    "vapo_nodis": {"algo": _PPO_CLIP},
     "running_mean": _CRITIC_OFF | {"algo": {"advantage": "running_mean"}},
     "sao_k1": {"critic": {"k_updates": 1}},
     "sao_full_critic": {"critic": {"freeze": ["none"]}},
@@ -236,9 +259,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 PRESET_DESCRIPTIONS: dict[str, str] = {
     "sao": "1 rollout/prompt, skip-obs token GAE, critic K=2 with frozen attention, DIS",
-    "grpo": "G=8 with group barrier, group-normalised advantage, PPO clip vs recomputed old log-probs",
+    "grpo": "G=8 with group barrier, group-normalised advantage, PPO clip in 4 mini-batches vs the learner's old log-probs",
     "grpo_dis": "G=8 with group barrier, group-normalised advantage, DIS vs rollout log-probs",
-    "vapo_nodis": "as sao, but PPO clip vs learner-recomputed old log-probs",
+    "vapo_nodis": "as sao, but PPO clip in 4 mini-batches vs the learner's old log-probs",
     "running_mean": "1 rollout/prompt, R - mean(last W rewards), DIS",
     "sao_k1": "as sao, critic K=1",
     "sao_full_critic": "as sao, no frozen attention in the critic",

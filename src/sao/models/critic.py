@@ -136,7 +136,7 @@ def freeze_modules(model: nn.Module, patterns: list[str]) -> list[str]:
     selected: set[str] = set()
     for pattern in patterns:
         if pattern == "attention":
-            matches = _attention_parameter_names(model)
+            matches = attention_parameter_names(model)
         else:
             try:
                 regex = re.compile(pattern)
@@ -158,7 +158,8 @@ def freeze_modules(model: nn.Module, patterns: list[str]) -> list[str]:
     return frozen
 
 
-def _attention_parameter_names(model: nn.Module) -> set[str]:
+def attention_parameter_names(model: nn.Module) -> set[str]:
+    """Names of the parameters inside `model`'s attention modules (what "attention" freezes)."""
     names: set[str] = set()
     for module_name, module in model.named_modules():
         if module_name.rsplit(".", 1)[-1] in ATTENTION_MODULE_NAMES:
