@@ -11,6 +11,8 @@ activation memory follow the real tokens.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -75,3 +77,124 @@ def chunked_forward(
     inverse[order] = torch.arange(len(order), device=order.device)
     stitched = tuple(torch.cat(parts)[inverse] for parts in zip(*pieces, strict=True))
     return stitched if returns_tuple else stitched[0]
+
+
+def pack_rows(lengths: Sequence[int], rows: int) -> list[list[int]]:
+    """Sequences spread over `rows` packed rows, longest first onto the least filled row.
+
+    This greedy balancing (longest processing time first) makes the rows' fills nearly equal,
+    so rows padded to the fullest one waste little.
+    """
+    if not 1 <= rows <= max(1, len(lengths)):
+        raise ValueError(f"rows: must be between 1 and {len(lengths)}, got {rows}")
+    heap = [(0, b) for b in range(rows)]
+    bins: list[list[int]] = [[] for _ in range(rows)]
+    for seq in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        fill, b = heapq.heappop(heap)
+        bins[b].append(seq)
+        heapq.heappush(heap, (fill + lengths[seq], b))
+    return [b for b in bins if b]
+
+
+def plan_packing(lengths: Sequence[int], max_tokens: int) -> list[list[list[int]]]:
+    """The passes `packed_forward` runs: each a list of packed rows, each a list of sequences.
+
+    Tries every row count whose rows hold one to two of the longest sequence's length, packs
+    with `pack_rows`, cuts the rows into passes of at most `max_tokens` tokens (`length_chunks`
+    over the rows' fills) and keeps the plan that computes the fewest tokens.
+    """
+    total, longest = sum(lengths), max(1, max(lengths))
+    low = max(1, math.ceil(total / (2 * longest)))
+    high = max(low, min(len(lengths), math.ceil(total / longest) + 1))
+    best: tuple[int, list[list[list[int]]]] | None = None
+    for rows in range(low, high + 1):
+        bins = pack_rows(lengths, rows)
+        fills = [sum(lengths[s] for s in b) for b in bins]
+        passes = [[bins[b] for b in chunk] for chunk in length_chunks(fills, max_tokens)]
+        computed = sum(_pass_tokens(p, lengths) for p in passes)
+        if best is None or computed < best[0]:
+            best = (computed, passes)
+    assert best is not None
+    return best[1]
+
+
+def _pass_tokens(rows: list[list[int]], lengths: Sequence[int]) -> int:
+    return len(rows) * max(1, max(sum(lengths[s] for s in row) for row in rows))
+
+
+def packed_forward(
+    fn: Callable[[Tensor, Tensor], Outputs],
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    max_tokens: int,
+) -> Outputs:
+    """`fn` over the batch's sequences packed side by side, returned as right-padded `[B, T]`.
+
+    The sequences are packed into rows of nearly equal fill, run in passes of at most
+    `max_tokens` tokens (`plan_packing`). Inside a row each sequence's positions restart at 0,
+    which makes the model attend block-diagonally (a token sees only the earlier tokens of its
+    own sequence) with the same positions as alone: the result equals the padded computation up
+    to float rounding, while the compute follows the real tokens (`packed_padding_frac`).
+
+    Args:
+        fn: maps `(input_ids [n, L], position_ids [n, L])` of packed rows to one `[n, L]` tensor
+            or a tuple of them, token-aligned (column t belongs to token t). The model must run
+            without a cache and without an attention mask so that it reads the sequence
+            boundaries from the positions (Hugging Face decoders do).
+        input_ids: `[B, T]` right-padded token ids.
+        attention_mask: `[B, T]`, 1 on real tokens.
+        max_tokens: tokens per pass at most (a longer row still runs, alone).
+
+    Returns:
+        What `fn` would return on each row alone, as `[B, T]` tensors, zero past each row's
+        length and in each row's column 0 (which no earlier token predicts).
+    """
+    lengths = attention_mask.sum(dim=1).tolist()
+    width = input_ids.shape[1]
+    device = input_ids.device
+    # Where each output position of the batch comes from in the flattened packed outputs; the
+    # index one past the end reads an appended 0 (padding, and every sequence's column 0).
+    source = torch.full((input_ids.shape[0], width), -1, dtype=torch.long)
+    flat_outputs: list[tuple[Tensor, ...]] = []
+    offset = 0
+    returns_tuple = False
+    for rows in plan_packing(lengths, max_tokens):
+        pass_width = max(1, max(sum(lengths[s] for s in row) for row in rows))
+        ids = torch.zeros(len(rows), pass_width, dtype=input_ids.dtype)
+        positions = torch.zeros(len(rows), pass_width, dtype=torch.long)
+        for slot, row in enumerate(rows):
+            start = 0
+            for seq in row:
+                n = lengths[seq]
+                ids[slot, start : start + n] = input_ids[seq, :n].cpu()
+                positions[slot, start : start + n] = torch.arange(n)
+                base = offset + slot * pass_width + start
+                source[seq, 1:n] = torch.arange(base + 1, base + n)
+                start += n
+            # The unused tail is a sequence of its own, so no real token attends to it.
+            positions[slot, start:] = torch.arange(pass_width - start)
+        out = fn(ids.to(device), positions.to(device))
+        returns_tuple = isinstance(out, tuple)
+        outs = out if isinstance(out, tuple) else (out,)
+        flat_outputs.append(tuple(o.reshape(-1) for o in outs))
+        offset += len(rows) * pass_width
+    source[source < 0] = offset
+    index = source.to(device)
+    stitched = []
+    for parts in zip(*flat_outputs, strict=True):
+        flat = torch.cat([*parts, parts[0].new_zeros(1)])
+        stitched.append(flat[index])
+    return tuple(stitched) if returns_tuple else stitched[0]
+
+
+def packed_padding_frac(lengths: Sequence[int], max_tokens: int) -> float:
+    """The fraction of the tokens `packed_forward` computes that are padding."""
+    computed = sum(_pass_tokens(p, lengths) for p in plan_packing(lengths, max_tokens))
+    return 1.0 - sum(lengths) / computed
+
+
+def chunked_padding_frac(lengths: Sequence[int], max_tokens: int) -> float:
+    """The fraction of the tokens `chunked_forward` computes that are padding."""
+    chunks = length_chunks(lengths, max_tokens)
+    computed = sum(len(c) * max(1, max(lengths[r] for r in c)) for c in chunks)
+    return 1.0 - sum(lengths) / computed

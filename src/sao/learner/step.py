@@ -33,7 +33,7 @@ from sao.core.advantages import (
 from sao.core.losses import value_loss
 from sao.core.metrics import explained_variance, masked_mean
 from sao.learner.actor_update import dis_update, ppo_update
-from sao.learner.chunking import chunked_forward
+from sao.learner.chunking import chunked_forward, packed_forward
 from sao.learner.optim import (
     apply_gradients,
     build_optimizer,
@@ -58,6 +58,8 @@ class Learner:
             `config.critic.freeze` is applied to it here (the frozen names are kept in
             `frozen_critic_parameters`).
         pad_token_id: id used to right-pad batches (masked out, never trained on).
+        pack: run the forward passes over packed sequences (`sao.learner.chunking`); False runs
+            length-sorted padded passes instead (the same result, more padding computed).
 
     Attributes:
         version: the policy's weight version; 0 at start, +1 per `step`.
@@ -70,11 +72,13 @@ class Learner:
         config: SAOConfig,
         critic: ValueModel | None = None,
         pad_token_id: int = 0,
+        pack: bool = True,
     ) -> None:
         _require_fp32(policy, "policy")
         self.config = config
         self.policy = policy.eval()
         self.pad_token_id = pad_token_id
+        self.pack = pack
         self.device = next(policy.parameters()).device
         self.version = 0
         self.skipped_steps = {"actor": 0, "critic": 0}
@@ -225,14 +229,31 @@ class Learner:
         """`(logprobs, entropy)` `[B, T]` of the policy at the rollout temperature."""
         temperature = self.config.rollout.temperature
         return self._forward(
-            lambda ids, attn: token_logprobs_and_entropy(self.policy, ids, attn, temperature),
+            lambda ids, attn, pos: token_logprobs_and_entropy(
+                self.policy, ids, attn, temperature, pos
+            ),
             batch,
         )
 
-    def _forward(self, fn: Callable[[Tensor, Tensor], Any], batch: Batch) -> Any:
-        """`fn(input_ids, attention_mask)` over the batch in length-sorted, trimmed passes."""
+    def _forward(
+        self, fn: Callable[[Tensor, Tensor | None, Tensor | None], Any], batch: Batch
+    ) -> Any:
+        """`fn(input_ids, attention_mask, packed_positions)` over the batch as `[B, T]` outputs.
+
+        Packed (`pack=True`): the sequences run side by side in rows of nearly equal fill, so
+        almost no padding is computed. Otherwise: length-sorted passes of padded rows, each
+        trimmed to its longest. Both equal one padded full-batch pass up to float rounding.
+        """
+        max_tokens = self.config.train.micro_batch_tokens
+        if self.pack:
+            return packed_forward(
+                lambda ids, pos: fn(ids, None, pos),
+                batch.input_ids,
+                batch.attention_mask,
+                max_tokens,
+            )
         return chunked_forward(
-            fn, batch.input_ids, batch.attention_mask, self.config.train.micro_batch_tokens
+            lambda ids, attn: fn(ids, attn, None), batch.input_ids, batch.attention_mask, max_tokens
         )
 
     def _to_device(self, batch: Batch) -> Batch:
