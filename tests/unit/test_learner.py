@@ -9,6 +9,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3Moe
 
 from sao.config import PRESETS, load_config
 from sao.learner import Learner, apply_gradients, build_optimizer, group_id_tensor
+from sao.learner.chunking import packed_padding_frac
 from sao.models.critic import ValueModel
 from sao.models.policy import token_logprobs
 from sao.trajectory import Trajectory
@@ -204,6 +205,7 @@ COMMON_KEYS = {
     "actor/grad_norm",
     "actor/entropy",
     "perf/padding_frac",
+    "perf/batch_padding_frac",
     "rollout/reward_mean",
     "rollout/staleness_mean",
     "rollout/staleness_max",
@@ -283,7 +285,10 @@ def test_rollout_metrics_measure_staleness_against_the_version_before_the_step()
     metrics = learner.step(trajectories)
     assert metrics["rollout/staleness_mean"] == 1.0 and metrics["rollout/staleness_max"] == 2.0
     lengths = [len(t) for t in trajectories]
-    assert metrics["perf/padding_frac"] == pytest.approx(1 - sum(lengths) / (2 * max(lengths)))
+    assert metrics["perf/batch_padding_frac"] == pytest.approx(
+        1 - sum(lengths) / (2 * max(lengths))
+    )
+    assert metrics["perf/padding_frac"] == pytest.approx(packed_padding_frac(lengths, 4096))
     assert learner.version == 4
 
 

@@ -33,7 +33,12 @@ from sao.core.advantages import (
 from sao.core.losses import value_loss
 from sao.core.metrics import explained_variance, masked_mean
 from sao.learner.actor_update import dis_update, ppo_update
-from sao.learner.chunking import chunked_forward, packed_forward
+from sao.learner.chunking import (
+    chunked_forward,
+    chunked_padding_frac,
+    packed_forward,
+    packed_padding_frac,
+)
 from sao.learner.optim import (
     apply_gradients,
     build_optimizer,
@@ -121,6 +126,7 @@ class Learner:
         batch = self._to_device(collate(trajectories, self.pad_token_id))
         mask = batch.action_mask
         metrics = rollout_metrics(trajectories, batch, self.version)
+        metrics["perf/padding_frac"] = self._computed_padding_frac(batch)
 
         # Critic values. This forward keeps its graph: it is also the first critic update's
         # forward (the critic does not change before then), which saves one full pass.
@@ -256,6 +262,12 @@ class Learner:
             lambda ids, attn: fn(ids, attn, None), batch.input_ids, batch.attention_mask, max_tokens
         )
 
+    def _computed_padding_frac(self, batch: Batch) -> float:
+        """The fraction of the tokens each of this learner's forward passes computes that is padding."""
+        lengths = batch.attention_mask.sum(dim=1).tolist()
+        frac = packed_padding_frac if self.pack else chunked_padding_frac
+        return frac(lengths, self.config.train.micro_batch_tokens)
+
     def _to_device(self, batch: Batch) -> Batch:
         moved = {f.name: getattr(batch, f.name).to(self.device) for f in dataclasses.fields(batch)}
         return Batch(**moved)
@@ -315,7 +327,9 @@ class Learner:
 def rollout_metrics(
     trajectories: Sequence[Trajectory], batch: Batch, version: int
 ) -> dict[str, float]:
-    """Facts about the batch itself: rewards, staleness against `version`, turns, padding."""
+    """Facts about the batch itself: rewards, staleness against `version`, turns, and the
+    right-padded batch's padding (`perf/batch_padding_frac`; what the learner's passes compute
+    is `perf/padding_frac`)."""
     staleness = [t.staleness(version) for t in trajectories]
     n = len(trajectories)
     return {
@@ -325,7 +339,7 @@ def rollout_metrics(
         "rollout/turns_mean": sum(len(t.turn_spans) for t in trajectories) / n,
         "rollout/action_tokens_mean": sum(t.num_action_tokens for t in trajectories) / n,
         "rollout/length_mean": sum(len(t) for t in trajectories) / n,
-        "perf/padding_frac": batch.padding_frac,
+        "perf/batch_padding_frac": batch.padding_frac,
     }
 
 
