@@ -177,3 +177,18 @@ def test_packing_computes_almost_no_padding_on_mixed_lengths():
     ]
     assert chunked_padding_frac(lengths, 4096) > 0.2
     assert packed_padding_frac(lengths, 4096) < 0.05
+
+
+def test_a_packed_learner_step_equals_a_padded_one():
+    policy = moe_policy()
+    trajectories = make_trajectories(policy, 8, seed=5)
+    runs = {}
+    for pack in (True, False):
+        torch.manual_seed(0)  # the critic's value head is initialised at random
+        learner = Learner(copy.deepcopy(policy), load_config("sao"), pack=pack)
+        runs[pack] = learner.step(trajectories)
+    for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy", "actor/ratio_mean"):
+        assert runs[True][key] == pytest.approx(runs[False][key], rel=1e-4, abs=1e-7), key
+    for key in ("critic/vf_loss", "critic/grad_norm", "critic/values_mean"):
+        assert runs[True][key] == pytest.approx(runs[False][key], rel=1e-4, abs=1e-7), key
+    assert runs[True]["perf/padding_frac"] < runs[False]["perf/padding_frac"]
