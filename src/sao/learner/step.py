@@ -116,7 +116,7 @@ class Learner:
             self.baseline = RunningMeanBaseline(config.algo.running_mean_window)
 
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
-        """Train on `trajectories` (one policy update, K critic updates); return the metrics.
+        """Train on `trajectories` (the actor update, K critic updates); return the metrics.
 
         Staleness is measured against the version before this step; `version` then grows by 1.
         """
