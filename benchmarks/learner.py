@@ -35,7 +35,7 @@ from transformers import PreTrainedModel
 
 from sao.config import load_config
 from sao.learner import Learner
-from sao.learner.chunking import chunked_padding_frac, packed_padding_frac
+from sao.learner.chunking import chunked_padding_frac, packed_padding_frac, token_cost_for
 from sao.models import build_tiny_policy, build_tokenizer, token_logprobs
 from sao.models.critic import ValueModel
 from sao.trajectory import Batch, Trajectory, collate
@@ -185,7 +185,7 @@ def main() -> None:
         "step_cpu_s_median": step_cpu,
         "bare_cpu_s_median": bare_cpu,
         "overhead_ratio_cpu": step_cpu / bare_cpu,
-        "padding_frac": packed_padding_frac(lengths, micro),
+        "padding_frac": packed_padding_frac(lengths, micro, token_cost_for(policy)),
         "chunked_padding_frac": chunked_padding_frac(lengths, micro),
         "batch_padding_frac": batch.padding_frac,
         "shape": args.shape,

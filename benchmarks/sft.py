@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from sao.envs.registry import make_demonstrations
-from sao.learner.chunking import packed_padding_frac
+from sao.learner.chunking import packed_padding_frac, token_cost_for
 from sao.models import build_tiny_policy, build_tokenizer
 from sao.warmstart import collate_demonstrations, encode_segments, sft_loss
 
@@ -67,7 +67,9 @@ def main() -> None:
             padded.append(times[0])
             packed.append(times[1])
             lengths = (input_ids != pad).sum(dim=1).tolist()
-            padding.append(packed_padding_frac(lengths, args.micro_batch_tokens))
+            padding.append(
+                packed_padding_frac(lengths, args.micro_batch_tokens, token_cost_for(model))
+            )
             batch_padding.append(float((input_ids == pad).float().mean()))
 
     result = {

@@ -20,7 +20,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.config import SFTConfig, load_config
 from sao.envs.registry import make_demonstrations
-from sao.learner.chunking import packed_forward
+from sao.learner.chunking import packed_forward, token_cost_for
 from sao.models.policy import build_tiny_policy, packed_inputs, save_policy
 from sao.models.tokenizer import build_tokenizer
 
@@ -83,6 +83,7 @@ def sft_loss(
             input_ids,
             attention,
             max_tokens,
+            token_cost_for(model),
         )
     mask = loss_mask.float()
     return (nll * mask).sum() / mask.sum().clamp(min=1)

@@ -12,7 +12,6 @@ activation memory follow the real tokens.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -79,6 +78,19 @@ def chunked_forward(
     return stitched if returns_tuple else stitched[0]
 
 
+# A token's compute outside attention, in units of one query-key pair of attention. A decoder
+# layer spends about 13 * hidden**2 multiply-adds per token outside attention (projections, MLP or
+# active experts) and 2 * hidden per query-key pair; for the tiny default policy (hidden 128, two
+# active experts of width 128) the ratio is about 640, i.e. 5 * hidden.
+DEFAULT_TOKEN_COST = 640.0
+
+
+def token_cost_for(model: object) -> float:
+    """`DEFAULT_TOKEN_COST` scaled to a model's `config.hidden_size` (5 * hidden), if it has one."""
+    hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+    return 5.0 * hidden if isinstance(hidden, int) and hidden > 0 else DEFAULT_TOKEN_COST
+
+
 def pack_rows(lengths: Sequence[int], rows: int) -> list[list[int]]:
     """Sequences spread over `rows` packed rows, longest first onto the least filled row.
 
@@ -96,26 +108,54 @@ def pack_rows(lengths: Sequence[int], rows: int) -> list[list[int]]:
     return [b for b in bins if b]
 
 
-def plan_packing(lengths: Sequence[int], max_tokens: int) -> list[list[list[int]]]:
+def fill_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
+    """Sequences packed first-fit-decreasing into rows of at most `width` tokens (a longer
+    sequence gets a row of its own)."""
+    rows: list[list[int]] = []
+    fills: list[int] = []
+    for seq in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        for r, fill in enumerate(fills):
+            if fill + lengths[seq] <= width:
+                rows[r].append(seq)
+                fills[r] += lengths[seq]
+                break
+        else:
+            rows.append([seq])
+            fills.append(lengths[seq])
+    return rows
+
+
+def plan_packing(
+    lengths: Sequence[int], max_tokens: int, token_cost: float = DEFAULT_TOKEN_COST
+) -> list[list[list[int]]]:
     """The passes `packed_forward` runs: each a list of packed rows, each a list of sequences.
 
-    Tries every row count whose rows hold one to two of the longest sequence's length, packs
-    with `pack_rows`, cuts the rows into passes of at most `max_tokens` tokens (`length_chunks`
-    over the rows' fills) and keeps the plan that computes the fewest tokens.
+    Tries every row count from 1 to one sequence per row (which is exactly `chunked_forward`'s
+    plan) with `pack_rows`, and row widths from 1 to 2 times the longest sequence with
+    `fill_rows`, cuts the rows into passes of at most `max_tokens` tokens
+    (`length_chunks` over the rows' fills) and keeps the cheapest plan. A row of width `W` costs
+    `W * token_cost + W**2`: the attention of a packed row is computed over all of it (the
+    block-diagonal mask hides, but does not skip, the other sequences), so wide rows full of
+    short sequences are not free. On calc-shaped batches this packs two or three sequences a row;
+    on long code_repair-shaped ones it keeps about one, as length-sorted passes do.
     """
-    total, longest = sum(lengths), max(1, max(lengths))
-    low = max(1, math.ceil(total / (2 * longest)))
-    high = max(low, min(len(lengths), math.ceil(total / longest) + 1))
-    best: tuple[int, list[list[list[int]]]] | None = None
-    for rows in range(low, high + 1):
-        bins = pack_rows(lengths, rows)
+    longest = max(1, max(lengths))
+    candidates = [pack_rows(lengths, rows) for rows in range(1, max(1, len(lengths)) + 1)]
+    candidates += [fill_rows(lengths, longest + longest * k // 8) for k in range(9)]
+    best: tuple[float, list[list[list[int]]]] | None = None
+    for bins in candidates:
         fills = [sum(lengths[s] for s in b) for b in bins]
         passes = [[bins[b] for b in chunk] for chunk in length_chunks(fills, max_tokens)]
-        computed = sum(_pass_tokens(p, lengths) for p in passes)
-        if best is None or computed < best[0]:
-            best = (computed, passes)
+        cost = sum(_pass_cost(p, lengths, token_cost) for p in passes)
+        if best is None or cost < best[0]:
+            best = (cost, passes)
     assert best is not None
     return best[1]
+
+
+def _pass_cost(rows: list[list[int]], lengths: Sequence[int], token_cost: float) -> float:
+    width = max(1, max(sum(lengths[s] for s in row) for row in rows))
+    return len(rows) * (width * token_cost + width**2)
 
 
 def _pass_tokens(rows: list[list[int]], lengths: Sequence[int]) -> int:
@@ -127,6 +167,7 @@ def packed_forward(
     input_ids: Tensor,
     attention_mask: Tensor,
     max_tokens: int,
+    token_cost: float = DEFAULT_TOKEN_COST,
 ) -> Outputs:
     """`fn` over the batch's sequences packed side by side, returned as right-padded `[B, T]`.
 
@@ -144,6 +185,7 @@ def packed_forward(
         input_ids: `[B, T]` right-padded token ids.
         attention_mask: `[B, T]`, 1 on real tokens.
         max_tokens: tokens per pass at most (a longer row still runs, alone).
+        token_cost: a token's non-attention compute in attention pairs (see `plan_packing`).
 
     Returns:
         What `fn` would return on each row alone, as `[B, T]` tensors, zero past each row's
@@ -158,7 +200,7 @@ def packed_forward(
     flat_outputs: list[tuple[Tensor, ...]] = []
     offset = 0
     returns_tuple = False
-    for rows in plan_packing(lengths, max_tokens):
+    for rows in plan_packing(lengths, max_tokens, token_cost):
         pass_width = max(1, max(sum(lengths[s] for s in row) for row in rows))
         ids = torch.zeros(len(rows), pass_width, dtype=input_ids.dtype)
         positions = torch.zeros(len(rows), pass_width, dtype=torch.long)
@@ -187,9 +229,11 @@ def packed_forward(
     return tuple(stitched) if returns_tuple else stitched[0]
 
 
-def packed_padding_frac(lengths: Sequence[int], max_tokens: int) -> float:
+def packed_padding_frac(
+    lengths: Sequence[int], max_tokens: int, token_cost: float = DEFAULT_TOKEN_COST
+) -> float:
     """The fraction of the tokens `packed_forward` computes that are padding."""
-    computed = sum(_pass_tokens(p, lengths) for p in plan_packing(lengths, max_tokens))
+    computed = sum(_pass_tokens(p, lengths) for p in plan_packing(lengths, max_tokens, token_cost))
     return 1.0 - sum(lengths) / computed
 
 

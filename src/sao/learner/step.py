@@ -38,6 +38,7 @@ from sao.learner.chunking import (
     chunked_padding_frac,
     packed_forward,
     packed_padding_frac,
+    token_cost_for,
 )
 from sao.learner.optim import (
     apply_gradients,
@@ -257,6 +258,7 @@ class Learner:
                 batch.input_ids,
                 batch.attention_mask,
                 max_tokens,
+                token_cost_for(self.policy),
             )
         return chunked_forward(
             lambda ids, attn: fn(ids, attn, None), batch.input_ids, batch.attention_mask, max_tokens
@@ -265,8 +267,10 @@ class Learner:
     def _computed_padding_frac(self, batch: Batch) -> float:
         """The fraction of the tokens each of this learner's forward passes computes that is padding."""
         lengths = batch.attention_mask.sum(dim=1).tolist()
-        frac = packed_padding_frac if self.pack else chunked_padding_frac
-        return frac(lengths, self.config.train.micro_batch_tokens)
+        max_tokens = self.config.train.micro_batch_tokens
+        if self.pack:
+            return packed_padding_frac(lengths, max_tokens, token_cost_for(self.policy))
+        return chunked_padding_frac(lengths, max_tokens)
 
     def _to_device(self, batch: Batch) -> Batch:
         moved = {f.name: getattr(batch, f.name).to(self.device) for f in dataclasses.fields(batch)}
