@@ -128,6 +128,14 @@ class AlgoConfig(_Section):
     """Loss normaliser Z."""
     running_mean_window: int = Field(64, ge=1)
     """W for the running-mean baseline."""
+    ppo_minibatches: int | None = Field(None, ge=1, le=4096)
+    """PPO clip only: actor updates per batch, each on a contiguous slice of the batch, all
+    against old log-probs the learner computes once before the first (SAO_SPEC section 6; verl's
+    GRPO). None means 4 (the GRPO/VAPO presets' value: a mini-batch of a quarter of the batch, as
+    verl's recipes use), capped at the batch size. 1 takes one update whose ratio is exactly 1,
+    so the clip never acts. DIS takes one update against rollout log-probs and refuses it."""
+    ppo_epochs: int | None = Field(None, ge=1, le=64)
+    """PPO clip only: passes over the mini-batches per batch; None means 1 (verl's default)."""
 
 
 class OptimConfig(_Section):
@@ -250,6 +258,13 @@ class SAOConfig(_Section):
             raise ValueError("algo.advantage: GAE needs a critic (critic.enabled=true)")
         if self.algo.adaptive_lambda_alpha is not None and self.algo.advantage != "token_gae":
             raise ValueError("algo.adaptive_lambda_alpha: only token_gae uses a per-token lambda")
+        if self.algo.policy_loss == "dis" and (
+            self.algo.ppo_minibatches is not None or self.algo.ppo_epochs is not None
+        ):
+            raise ValueError(
+                "algo.ppo_minibatches/ppo_epochs: only policy_loss=ppo_clip takes mini-batches; "
+                "DIS takes one update per batch against the rollout log-probs"
+            )
         if self.algo.advantage == "group" and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size: group advantages need group_size >= 2")
         if self.train.batch_size % self.rollout.group_size:
