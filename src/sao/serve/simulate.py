@@ -14,7 +14,6 @@ adaptation lag after each switch and each phase's closing reward.
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +25,7 @@ import httpx
 
 from sao.envs import Task, make_env, make_task_source
 from sao.envs.registry import registration_for
+from sao.runtime.durable import strict_dumps
 from sao.runtime.plots import plot_metrics, save_run_report
 
 SUPPORTED_ENVS = ("style_stream",)
@@ -165,7 +165,7 @@ def simulate(
             record = user.run(*item)
             with lock:
                 records.append(record)
-                log.write(json.dumps(record) + "\n")
+                log.write(strict_dumps(record) + "\n")
                 log.flush()
 
         with ThreadPoolExecutor(concurrency) as pool:
@@ -174,7 +174,7 @@ def simulate(
         status = _settled_status(http)
 
     rows = window_rows(records, window, env)
-    (out / "windows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "windows.jsonl").write_text("".join(strict_dumps(r) + "\n" for r in rows))
     plot_metrics(rows, out / "plots", title=f"{status.get('preset', '')} served, per window:")
     run_report = registration_for(env).run_report
     summary: dict[str, Any] = {
@@ -195,5 +195,5 @@ def simulate(
         report = run_report(rows)
         summary.update(report.summary)
         save_run_report(report, rows, out / "plots", title=env)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "summary.json").write_text(strict_dumps(summary, indent=2) + "\n")
     return summary
