@@ -27,6 +27,7 @@ import pytest
 import sao
 from sao.models.policy import build_tiny_policy, save_policy
 from sao.models.tokenizer import build_tokenizer
+from small_run import SMALL_RUN
 
 pytestmark = [
     pytest.mark.slow,
@@ -35,16 +36,7 @@ pytestmark = [
 
 RAY = str(Path(sys.executable).with_name("ray"))
 SMALL = [
-    "train.batch_size=4",
-    "rollout.concurrency=4",
-    "rollout.max_new_tokens=12",
-    "env.max_tokens=96",
-    "env.max_turns=2",
-    "train.eval_n=4",
-    "train.eval_every=0",
-    "critic.pretrain.num_trajectories=4",
-    "critic.pretrain.max_steps=2",
-    "critic.pretrain.batch_size=4",
+    *SMALL_RUN,
     "rollout.ray_resources={engine: 1}",
     "train.ray_learner_resources={learner: 1}",
 ]
