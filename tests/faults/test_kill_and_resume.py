@@ -126,7 +126,7 @@ def test_killed_anywhere_resumes_without_loss_or_duplicates(tmp_path: Path) -> N
         proc = _sao_train(args, {**base_env, "SAO_FAULT_PAUSE_AT": moment}, tmp_path)
         _wait_for(marker, proc, moment)
         proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
         assert proc.returncode != 0, f"killed at {moment} but exited 0:\n{out[-2000:]}"
         if sig == signal.SIGINT:
             assert "Traceback" not in out, out[-3000:]
