@@ -150,3 +150,17 @@ def test_a_study_is_not_continued_at_another_budget(tmp_path):
     run_reproduce_command(["c"], 1, "quick", tmp_path, stub.run, stub.warm_start, progress=False)
     with pytest.raises(ConfigError, match="--budget quick study"):
         run_reproduce_command(["c"], 1, "full", tmp_path, stub.run, stub.warm_start, progress=False)
+
+
+def test_staleness_arms_run_the_documented_overlay():
+    overlay = Path(__file__).resolve().parents[2] / "examples" / "staleness.yaml"
+    if not overlay.is_file():
+        pytest.skip("examples/staleness.yaml is not in this checkout")
+    import yaml
+
+    from sao.presets import leaf_items
+    from sao.reproduce.claims import STALENESS_OVERRIDES
+
+    expected = leaf_items(yaml.safe_load(overlay.read_text()))
+    given = dict(o.split("=", 1) for o in STALENESS_OVERRIDES)
+    assert {k: yaml.safe_load(v) for k, v in given.items()} == expected
