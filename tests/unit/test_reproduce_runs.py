@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sao.config import ConfigError
+from sao.config import ConfigError, load_config
 from sao.reproduce.budgets import BUDGETS
 from sao.reproduce.claims import CLAIMS
 from sao.reproduce.command import run_reproduce_command
@@ -54,7 +54,7 @@ def test_finished_runs_are_skipped_and_interrupted_ones_resumed(tmp_path):
     (interrupted / "config.yaml").write_text("preset: sao_k1\n")
     stub = StubRuns()
 
-    counts = execute(runs, BUDGETS["quick"], tmp_path, stub.run, stub.warm_start, progress=False)
+    counts = execute(runs, BUDGETS["quick"], stub.run, stub.warm_start, progress=False)
 
     assert counts == {"finished": 1, "interrupted": 1, "new": 2}
     assert sorted(stub.calls) == sorted(
@@ -64,10 +64,10 @@ def test_finished_runs_are_skipped_and_interrupted_ones_resumed(tmp_path):
             (str(interrupted), True),
         ]
     )
-    assert stub.warm_starts == [str(tmp_path / "warm_start_calc")]
+    assert stub.warm_starts == ["checkpoints/warm_start_calc"]  # the real one, built once
 
     stub.calls.clear()
-    again = execute(runs, BUDGETS["quick"], tmp_path, stub.run, stub.warm_start, progress=False)
+    again = execute(runs, BUDGETS["quick"], stub.run, stub.warm_start, progress=False)
     assert again == {"finished": 4, "interrupted": 0, "new": 0} and stub.calls == []
 
 
@@ -80,13 +80,12 @@ def test_arms_shared_by_claims_run_once_per_seed(tmp_path):
     }
 
 
-def test_quick_runs_get_the_budget_seed_and_their_own_warm_start(tmp_path):
+def test_quick_runs_get_the_budget_seed_and_the_real_warm_start(tmp_path):
     stub = StubRuns()
     seen = []
     execute(
         plan([CLAIMS["c"]], seeds=2, out=tmp_path),
         BUDGETS["quick"],
-        tmp_path,
         lambda config, run_dir, resume: seen.append(config),
         stub.warm_start,
         progress=False,
@@ -95,7 +94,8 @@ def test_quick_runs_get_the_budget_seed_and_their_own_warm_start(tmp_path):
         (p, s) for p in ("sao", "sao_k1") for s in (0, 1)
     }
     assert all(c.train.steps == 20 and c.train.batch_size == 16 for c in seen)
-    assert all(c.warm_start_dir() == tmp_path / "warm_start_calc" for c in seen)
+    assert all(c.warm_start_dir() == Path("checkpoints/warm_start_calc") for c in seen)
+    assert all(c.sft == load_config("sao", None, ["env.name=calc"]).sft for c in seen)
     assert {c.critic.k_updates for c in seen} == {1, 2}
 
 

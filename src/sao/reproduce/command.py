@@ -63,7 +63,7 @@ def run_reproduce_command(
     check_study(out, budget)
     claims = [CLAIMS[i] for i in claim_ids]
     runs = plan(claims, seeds, out)
-    counts = execute(runs, BUDGETS[budget], out, run_fn, warm_start_fn, progress=progress)
+    counts = execute(runs, BUDGETS[budget], run_fn, warm_start_fn, progress=progress)
     from sao.reproduce.report import build_report, write_report  # matplotlib only when needed
 
     report = build_report(claims, seeds, budget, out)

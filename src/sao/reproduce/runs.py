@@ -64,12 +64,11 @@ def run_state(run_dir: Path) -> RunState:
     return "new"
 
 
-def run_config(arm: Arm, seed: int, budget: Budget, out: Path, run_dir: Path) -> SAOConfig:
+def run_config(arm: Arm, seed: int, budget: Budget, run_dir: Path) -> SAOConfig:
     """The config of `arm` at `seed`: env defaults <- budget <- arm overrides <- seed, paths."""
     overrides = [
         f"env.name={arm.env}",
         *budget.overrides_for(arm.env),
-        f"model.warm_start_dir={budget.warm_start_for(arm.env, str(out))}",
         *arm.overrides,
         f"train.seed={seed}",
         f"train.out={run_dir}",
@@ -80,14 +79,13 @@ def run_config(arm: Arm, seed: int, budget: Budget, out: Path, run_dir: Path) ->
 def execute(
     runs: list[PlannedRun],
     budget: Budget,
-    out: Path,
     run_fn: RunFunction,
     warm_start_fn: WarmStartFunction,
     progress: bool = True,
 ) -> dict[RunState, int]:
     """Run every planned run that is not finished; returns how many were in each state."""
     counts: dict[RunState, int] = {"finished": 0, "interrupted": 0, "new": 0}
-    configs = [run_config(r.arm, r.seed, budget, out, r.run_dir) for r in runs]
+    configs = [run_config(r.arm, r.seed, budget, r.run_dir) for r in runs]
     warmed: set[Path] = set()
     bar = tqdm(total=len(runs), desc="reproduce runs", unit="run", disable=not progress)
     try:
