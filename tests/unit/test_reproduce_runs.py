@@ -164,3 +164,15 @@ def test_staleness_arms_run_the_documented_overlay():
     expected = leaf_items(yaml.safe_load(overlay.read_text()))
     given = dict(o.split("=", 1) for o in STALENESS_OVERRIDES)
     assert {k: yaml.safe_load(v) for k, v in given.items()} == expected
+
+
+def test_an_unfinished_run_is_not_read(tmp_path):
+    from sao.reproduce.readers import MissingMetric, step_mean
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1, "x": 0.5}) + "\n")
+    with pytest.raises(MissingMetric, match="has not finished"):
+        step_mean("x")(run_dir)
+    (run_dir / "summary.json").write_text("{}")
+    assert step_mean("x")(run_dir) == 0.5

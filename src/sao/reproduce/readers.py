@@ -45,7 +45,9 @@ def _summary_value(run_dir: Path, key: str) -> Any:
 
 
 def _step_series(run_dir: Path, key: str) -> list[float]:
-    """`key` over the learner steps that logged it, in step order (non-finite values kept)."""
+    """`key` over the learner steps that logged it, in step order (non-finite values kept); only
+    of a finished run, since an unfinished one's steps would not compare with the others'."""
+    read_summary(run_dir)
     rows = read_jsonl(run_dir / "metrics.jsonl")
     series = [float(row[key]) for row in rows if key in row and row[key] is not None]
     if not series:
