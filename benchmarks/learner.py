@@ -4,13 +4,16 @@ The bare reference runs, on the same collated tokens, exactly the network work a
 avoid: the actor's forward + backward once and the critic's forward + backward `K` times. The
 learner step adds everything else (collation, GAE, losses, metrics, gradient clipping, the AdamW
 steps). Both are timed interleaved, after a warm-up, `--repeats` times; medians are compared.
-`overhead_ratio` = median step / median bare; the padding fraction of the batch is printed too
-(trajectories of mixed lengths are right-padded to the longest).
+`overhead_ratio` = median step / median bare.
 
-The step runs its passes over length-sorted chunks (`train.micro_batch_tokens`); a second learner
-with one full-batch pass per forward is timed in the same rounds, and `chunked_speedup` = median
-one-pass step / median chunked step. `--shape code_repair` draws longer multi-turn trajectories
-(~150 to ~1000 tokens) like that environment's, where padding is the larger share.
+The step runs its passes over packed sequences (`sao.learner.chunking.packed_forward`):
+`padding_frac` is the fraction of the tokens those passes compute that are padding, beside
+`batch_padding_frac` (the right-padded batch) and `chunked_padding_frac` (length-sorted padded
+passes). Two more learners are timed in the same rounds: one with length-sorted padded passes
+(`packed_speedup` = its median step / the packed step's; the same tokens are trained, so this is
+the ratio per trained token) and one with one full-batch pass per forward (`chunked_speedup` =
+its median step / the length-sorted step's). `--shape code_repair` draws longer multi-turn
+trajectories (~150 to ~1000 tokens) like that environment's, where padding is the larger share.
 
     python benchmarks/learner.py [--batch 32] [--repeats 5] [--shape calc|code_repair]
         [--device cpu] [--threads N] [--json PATH]
@@ -32,6 +35,7 @@ from transformers import PreTrainedModel
 
 from sao.config import load_config
 from sao.learner import Learner
+from sao.learner.chunking import chunked_padding_frac, packed_padding_frac, token_cost_for
 from sao.models import build_tiny_policy, build_tokenizer, token_logprobs
 from sao.models.critic import ValueModel
 from sao.trajectory import Batch, Trajectory, collate
@@ -124,9 +128,11 @@ def main() -> None:
     policy = build_tiny_policy(tokenizer, seed=args.seed).to(device)
     config = load_config("sao")
     trajectories = synthetic_trajectories(policy, len(tokenizer), args.batch, args.seed, args.shape)
-    learner = Learner(policy, config, pad_token_id=tokenizer.pad_token_id)
+    pad = tokenizer.pad_token_id
+    learner = Learner(policy, config, pad_token_id=pad)
+    chunked = Learner(copy.deepcopy(policy), config, pad_token_id=pad, pack=False)
     one_pass_config = load_config("sao", overrides=["train.micro_batch_tokens=100000000"])
-    one_pass = Learner(copy.deepcopy(policy), one_pass_config, pad_token_id=tokenizer.pad_token_id)
+    one_pass = Learner(copy.deepcopy(policy), one_pass_config, pad_token_id=pad, pack=False)
     assert learner.critic is not None
     batch = collate(trajectories, tokenizer.pad_token_id)
     batch = Batch(**{k: v.to(device) for k, v in vars(batch).items()})
@@ -138,19 +144,28 @@ def main() -> None:
     def bare() -> None:
         bare_passes(policy, learner.critic, batch, k_updates)
 
+    def chunked_step() -> None:
+        chunked.step(trajectories)
+
     def one_pass_step() -> None:
         one_pass.step(trajectories)
 
     # Warm-up: first calls pay one-off allocation and dispatch costs.
     step()
     bare()
+    chunked_step()
     one_pass_step()
-    step_times, bare_times, one_pass_times = [], [], []
+    step_times, bare_times, chunked_times, one_pass_times = [], [], [], []
     for _ in range(args.repeats):
         step_times.append(timed(step, device))
         bare_times.append(timed(bare, device))
+        chunked_times.append(timed(chunked_step, device))
         one_pass_times.append(timed(one_pass_step, device))
     one_pass_s = statistics.median(t[0] for t in one_pass_times)
+    chunked_s = statistics.median(t[0] for t in chunked_times)
+    chunked_cpu = statistics.median(t[1] for t in chunked_times)
+    lengths = batch.attention_mask.sum(dim=1).tolist()
+    micro = config.train.micro_batch_tokens
 
     step_s, bare_s = (statistics.median(t[0] for t in times) for times in (step_times, bare_times))
     step_cpu, bare_cpu = (
@@ -170,14 +185,20 @@ def main() -> None:
         "step_cpu_s_median": step_cpu,
         "bare_cpu_s_median": bare_cpu,
         "overhead_ratio_cpu": step_cpu / bare_cpu,
-        "padding_frac": batch.padding_frac,
+        "padding_frac": packed_padding_frac(lengths, micro, token_cost_for(policy)),
+        "chunked_padding_frac": chunked_padding_frac(lengths, micro),
+        "batch_padding_frac": batch.padding_frac,
         "shape": args.shape,
-        "micro_batch_tokens": config.train.micro_batch_tokens,
+        "micro_batch_tokens": micro,
+        "chunked_step_s_median": chunked_s,
+        "packed_speedup": chunked_s / step_s,
+        "packed_speedup_cpu": chunked_cpu / step_cpu,
+        "trained_tokens_per_s": int(batch.attention_mask.sum()) / step_s,
         "one_pass_step_s_median": one_pass_s,
-        "chunked_speedup": one_pass_s / step_s,
+        "chunked_speedup": one_pass_s / chunked_s,
     }
     for key, value in result.items():
-        print(f"{key:>18}: {value:.4f}" if isinstance(value, float) else f"{key:>18}: {value}")
+        print(f"{key:>22}: {value:.4f}" if isinstance(value, float) else f"{key:>22}: {value}")
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))

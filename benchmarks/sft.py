@@ -1,10 +1,11 @@
-"""Warm-start step: one padded forward/backward against length-sorted passes, same batches.
+"""Warm-start step: one padded forward/backward against packed passes, same batches.
 
 Draws random batches of an environment's real teacher demonstrations, as `sao sft` does, and times
-`sft_loss` + backward on each batch twice, interleaved: once as one right-padded pass, once in
-passes of at most `--micro-batch-tokens` padded tokens (`sft.micro_batch_tokens`). Both compute
-the same loss; `speedup` = median padded step / median chunked step. The padding fraction of the
-padded batches is printed too: it is what the chunked passes stop computing.
+`sft_loss` + backward on each batch twice, interleaved: once as one right-padded pass, once over
+the sequences packed side by side in passes of at most `--micro-batch-tokens` tokens
+(`sft.micro_batch_tokens`). Both compute the same loss; `speedup` = median padded step / median
+packed step. `padding_frac` is the fraction of the tokens the packed passes compute that are
+padding, `batch_padding_frac` the padded batches'.
 
     python benchmarks/sft.py [--env code_repair] [--batch 32] [--repeats 6]
         [--micro-batch-tokens 4096] [--threads N] [--json PATH]
@@ -22,6 +23,7 @@ from pathlib import Path
 import torch
 
 from sao.envs.registry import make_demonstrations
+from sao.learner.chunking import packed_padding_frac, token_cost_for
 from sao.models import build_tiny_policy, build_tokenizer
 from sao.warmstart import collate_demonstrations, encode_segments, sft_loss
 
@@ -53,7 +55,7 @@ def main() -> None:
         sft_loss(model, input_ids, loss_mask, pad, max_tokens).backward()
         return time.perf_counter() - start
 
-    padded, chunked, padding = [], [], []
+    padded, packed, padding, batch_padding = [], [], [], []
     for round_ in range(args.repeats + 1):  # round 0 warms up
         batch = [encoded[i] for i in rng.sample(range(len(encoded)), args.batch)]
         input_ids, loss_mask = collate_demonstrations(batch, pad)
@@ -63,17 +65,22 @@ def main() -> None:
         )
         if round_:
             padded.append(times[0])
-            chunked.append(times[1])
-            padding.append(float((input_ids == pad).float().mean()))
+            packed.append(times[1])
+            lengths = (input_ids != pad).sum(dim=1).tolist()
+            padding.append(
+                packed_padding_frac(lengths, args.micro_batch_tokens, token_cost_for(model))
+            )
+            batch_padding.append(float((input_ids == pad).float().mean()))
 
     result = {
         "env": args.env,
         "batch": args.batch,
         "micro_batch_tokens": args.micro_batch_tokens,
         "padded_step_s": statistics.median(padded),
-        "chunked_step_s": statistics.median(chunked),
+        "packed_step_s": statistics.median(packed),
         "padding_frac": statistics.mean(padding),
-        "speedup": statistics.median(padded) / statistics.median(chunked),
+        "batch_padding_frac": statistics.mean(batch_padding),
+        "speedup": statistics.median(padded) / statistics.median(packed),
     }
     for key, value in result.items():
         print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")

@@ -29,6 +29,7 @@ from sao.preflight import (
     check_output_dir,
     check_output_file,
     check_policy_dir,
+    check_trainable,
 )
 
 
@@ -143,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--seed", type=int, help="task and sampling seed (default: train.seed)")
 
+    from sao.serve.cli import add_serve_arguments, add_simulate_arguments
+
+    serve = sub.add_parser("serve", help="serve the policy (OpenAI API) and learn from feedback")
+    _add_config_flags(serve)
+    add_serve_arguments(serve)
+    add_simulate_arguments(sub.add_parser("simulate", help="simulated users against `sao serve`"))
+
     presets = sub.add_parser("presets", help="list the presets (SAO and its baselines)")
     _add_common_flags(presets)
 
@@ -239,12 +247,23 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         import yaml
 
         config = _config_from(args, prog)
+        check_trainable(config)
         print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
         return 0
     if args.command == "sft":
         return _sft(args, prog)
     if args.command == "eval":
         return _eval(args, prog)
+    if args.command == "serve":
+        from sao.serve.cli import run_serve_command
+
+        config = _config_from(args, prog)
+        check_trainable(config)
+        return run_serve_command(config, args)
+    if args.command == "simulate":
+        from sao.serve.cli import run_simulate_command
+
+        return run_simulate_command(args)
     if args.command == "train":
         return _train(args, prog)
     if args.command == "reproduce":
@@ -261,7 +280,9 @@ def _sft(args: argparse.Namespace, prog: str) -> int:
     seed = config.train.seed if args.seed is None else args.seed
     from sao import warmstart  # torch and transformers load only after every check passed
 
-    warmstart.warm_start(config.env.name, out, config.sft, seed=seed)
+    warmstart.warm_start(
+        config.env.name, out, config.sft, seed=seed, model_path=config.model.path or None
+    )
     return 0
 
 
@@ -320,6 +341,7 @@ def _train(args: argparse.Namespace, prog: str) -> int:
         overrides = [*args.overrides, *extra]
         return run_train_command(None, resume=args.resume, overrides=overrides, fixed=fixed)
     config = _config_from(args, prog, extra)
+    check_trainable(config)
     check_output_dir(config.run_dir(), "--out" if args.out else "train.out")
     from sao.runtime.launch import run_train_command  # torch loads only after every check passed
 

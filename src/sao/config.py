@@ -14,11 +14,12 @@ settings; the command line then prints one warning per setting that differs from
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sao.presets import (
     ENV_FILE_SECTIONS,
@@ -32,6 +33,16 @@ from sao.presets import (
 
 class ConfigError(ValueError):
     """A config field is unknown, has the wrong type, or is out of range."""
+
+
+DEVICE_NAMES = re.compile(r"cpu|cuda(:[0-9]+)?|mps")
+"""Device names a learner or engine accepts (torch's spelling); availability is checked on use."""
+
+
+def _device_name(value: str) -> str:
+    if not DEVICE_NAMES.fullmatch(value):
+        raise ValueError("must be cpu, cuda, cuda:N or mps")
+    return value
 
 
 class _Section(BaseModel):
@@ -71,6 +82,8 @@ class RolloutConfig(_Section):
     """Nucleus sampling mass."""
     max_new_tokens: int = Field(96, ge=1, le=65536)
     """Tokens sampled per action turn at most."""
+    engine: Literal["builtin", "vllm"] = "builtin"
+    """Inference engine: the built-in CPU engine, or vLLM (needs the `vllm` extra)."""
     precision: Literal["fp32", "bf16"] = "fp32"
     """Engine precision; bf16 against an fp32 learner is the train/inference mismatch DIS handles."""
     max_staleness: int | None = Field(None, ge=0)
@@ -82,6 +95,12 @@ class RolloutConfig(_Section):
     max_ahead: int = Field(1, ge=0, le=64)
     """Batches the rollout side may start beyond the learner's version when max_staleness is
     unset; bounds the queue, and with it the staleness, when the learner is the slower side."""
+    engine_device: str = "cpu"
+    """Device of the engine's model copy: cpu, cuda, cuda:N or mps."""
+    ray_resources: dict[str, float] = Field(default_factory=dict)
+    """Ray custom resources the rollout actor asks for (e.g. {engine: 1}), placing it on a node."""
+
+    _engine_device = field_validator("engine_device")(_device_name)
 
 
 class AlgoConfig(_Section):
@@ -109,6 +128,14 @@ class AlgoConfig(_Section):
     """Loss normaliser Z."""
     running_mean_window: int = Field(64, ge=1)
     """W for the running-mean baseline."""
+    ppo_minibatches: int | None = Field(None, ge=1, le=4096)
+    """PPO clip only: actor updates per batch, each on a contiguous slice of the batch, all
+    against old log-probs the learner computes once before the first (SAO_SPEC section 6; verl's
+    GRPO). None means 4 (the GRPO/VAPO presets' value: a mini-batch of a quarter of the batch, as
+    verl's recipes use), capped at the batch size. 1 takes one update whose ratio is exactly 1,
+    so the clip never acts. DIS takes one update against rollout log-probs and refuses it."""
+    ppo_epochs: int | None = Field(None, ge=1, le=64)
+    """PPO clip only: passes over the mini-batches per batch; None means 1 (verl's default)."""
 
 
 class OptimConfig(_Section):
@@ -175,6 +202,19 @@ class TrainConfig(_Section):
     out: str = "runs/{env}_{preset}"
     """Run directory; `{preset}` and `{env}` expand (one directory per environment and preset,
     so runs on different environments never collide)."""
+    learner_device: str = "cpu"
+    """Device of the policy and critic being trained: cpu, cuda, cuda:N or mps. Under a process
+    group of several ranks, `cuda` means each rank's own GPU (`cuda:LOCAL_RANK`)."""
+    learner_precision: Literal["fp32", "bf16"] = "fp32"
+    """bf16: forward passes under bf16 autocast, with fp32 weights, gradients and optimizer state
+    (master weights); log-probs and values are returned in fp32."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass (policy and critic):
+    less activation memory for about one more forward pass of compute."""
+    ray_learner_resources: dict[str, float] = Field(default_factory=dict)
+    """Ray custom resources the learner actor asks for (e.g. {learner: 1}), placing it on a node."""
+
+    _learner_device = field_validator("learner_device")(_device_name)
 
 
 class SFTConfig(_Section):
@@ -218,6 +258,13 @@ class SAOConfig(_Section):
             raise ValueError("algo.advantage: GAE needs a critic (critic.enabled=true)")
         if self.algo.adaptive_lambda_alpha is not None and self.algo.advantage != "token_gae":
             raise ValueError("algo.adaptive_lambda_alpha: only token_gae uses a per-token lambda")
+        if self.algo.policy_loss == "dis" and (
+            self.algo.ppo_minibatches is not None or self.algo.ppo_epochs is not None
+        ):
+            raise ValueError(
+                "algo.ppo_minibatches/ppo_epochs: only policy_loss=ppo_clip takes mini-batches; "
+                "DIS takes one update per batch against the rollout log-probs"
+            )
         if self.algo.advantage == "group" and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size: group advantages need group_size >= 2")
         if self.train.batch_size % self.rollout.group_size:
@@ -309,6 +356,7 @@ def _one_line(err: ValidationError) -> str:
         return str(first["ctx"]["error"]) + extra
     field = ".".join(str(p) for p in first["loc"]) or "config"
     msg = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+    msg = msg.removeprefix("Value error, ")
     return f"{field}: {msg}, got {first.get('input')!r}{extra}"
 
 

@@ -9,7 +9,6 @@ comparison instead of counting it as noise twice.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from sao.config import SAOConfig
 from sao.envs.registry import make_task_source
 from sao.runtime.builders import build_agent_loop
+from sao.runtime.durable import strict_dumps
 
 
 def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -110,7 +110,13 @@ def evaluate(
     env = config.env.name
     tasks = make_task_source(env, **config.env.task_options).test(n, seed)
     loop = build_agent_loop(
-        config, model, tokenizer, seed=seed, version=version, max_batch=_EVAL_MAX_BATCH
+        config,
+        model,
+        tokenizer,
+        seed=seed,
+        version=version,
+        max_batch=_EVAL_MAX_BATCH,
+        for_training=False,
     )
     try:
         episodes = [
@@ -197,5 +203,5 @@ def run_eval_command(
         result = {**result, "baseline": base, "paired_difference": paired}
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(result, indent=2) + "\n")
+        Path(json_path).write_text(strict_dumps(result, indent=2) + "\n")
     return 0

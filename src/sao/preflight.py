@@ -33,6 +33,19 @@ def check_env(config: SAOConfig) -> None:
         raise ConfigError(f"env {name!r}: {reason}") from None
 
 
+def check_trainable(config: SAOConfig) -> None:
+    """Refuse sampling settings a training run cannot learn from (an eval may still use them).
+
+    The learner recomputes `log_softmax(logits / T)` over the whole vocabulary for DIS and PPO;
+    a nucleus-truncated sample's recorded log-prob is renormalised over the nucleus instead.
+    """
+    if config.rollout.top_p < 1.0:
+        raise ConfigError(
+            f"rollout.top_p={config.rollout.top_p}: the learner recomputes log-probs over the "
+            "full vocabulary, so training needs top_p = 1 (sao eval may sample with top_p < 1)"
+        )
+
+
 def check_policy_dir(path: str | Path, what: str) -> Path:
     """`path` if it holds a saved model (config.json and weights); ConfigError otherwise."""
     path = Path(path)

@@ -33,7 +33,18 @@ def deep_merge(base: dict[str, Any], *updates: dict[str, Any]) -> dict[str, Any]
 
 _CRITIC_OFF = {"critic": {"enabled": False}}
 _GROUP = {"rollout": {"group_size": 8}, "algo": {"advantage": "group"}}
-_PPO_CLIP = {"algo": {"policy_loss": "ppo_clip", "eps_low": 0.2, "eps_high": 0.28}}
+# The baselines' PPO (SAO_SPEC section 6): clip-higher window 0.2 / 0.28, and 4 mini-batch updates
+# per batch against the learner's old log-probs, 1 epoch (verl's GRPO recipes: a mini-batch of a
+# quarter of the batch, ppo_epochs 1), so the ratio moves off 1 after the first update.
+_PPO_CLIP = {
+    "algo": {
+        "policy_loss": "ppo_clip",
+        "eps_low": 0.2,
+        "eps_high": 0.28,
+        "ppo_minibatches": 4,
+        "ppo_epochs": 1,
+    }
+}
 
 PRESETS: dict[str, Preset] = {
     "sao": Preset(
@@ -44,14 +55,16 @@ PRESETS: dict[str, Preset] = {
         {"algo": {"lambda_actor": 1.0}},
     ),
     "grpo": Preset(
-        "G=8 with group barrier, group-normalised advantage, PPO clip vs recomputed old log-probs",
+        "G=8 with group barrier, group-normalised advantage, PPO clip in 4 mini-batches vs the learner's old log-probs",
         deep_merge(_GROUP, _CRITIC_OFF, _PPO_CLIP),
     ),
     "grpo_dis": Preset(
         "G=8 with group barrier, group-normalised advantage, DIS vs rollout log-probs",
         deep_merge(_GROUP, _CRITIC_OFF),
     ),
-    "vapo_nodis": Preset("as sao, but PPO clip vs learner-recomputed old log-probs", _PPO_CLIP),
+    "vapo_nodis": Preset(
+        "as sao, but PPO clip in 4 mini-batches vs the learner's old log-probs", _PPO_CLIP
+    ),
     "running_mean": Preset(
         "1 rollout/prompt, R - mean(last W rewards), DIS",
         deep_merge(_CRITIC_OFF, {"algo": {"advantage": "running_mean"}}),

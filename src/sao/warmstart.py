@@ -1,8 +1,11 @@
-"""Warm start (`sao sft`): train the tiny policy on a scripted teacher's demonstrations.
+"""Warm start (`sao sft`): train a policy on a scripted teacher's demonstrations.
 
-Each demonstration is a list of `(text, is_action)` segments: the prompt and the environment's
-observations are context (no loss), the teacher's actions are the targets. The result is saved
-with `save_pretrained`, ready for `sao eval` and `sao train`.
+The policy is the tiny default, or any local HF checkpoint given as `model.path`. Each
+demonstration is a list of `(text, is_action)` segments: the prompt and the environment's
+observations are context (no loss), the teacher's actions are the targets. They are laid out by
+`sao.rollout.rendering.TurnRenderer`, exactly as a rollout of the same episode is (the chat
+template when the tokenizer has one). The result is saved with `save_pretrained`, ready for
+`sao eval` and `sao train`.
 """
 
 from __future__ import annotations
@@ -23,25 +26,21 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.config import SFTConfig, load_config
 from sao.envs.registry import make_demonstrations
-from sao.learner.chunking import chunked_forward
-from sao.models.policy import build_tiny_policy, save_policy
+from sao.learner.chunking import packed_forward, token_cost_for
+from sao.models.policy import build_tiny_policy, load_policy, packed_inputs, save_policy
 from sao.models.tokenizer import build_tokenizer
+from sao.rollout.rendering import TurnRenderer
 from sao.runtime.faults import pause_point
 
 Segments = list[tuple[str, bool]]
 
 
 def encode_segments(
-    tokenizer: PreTrainedTokenizerBase, segments: Segments
+    tokenizer: PreTrainedTokenizerBase, segments: Segments, renderer: TurnRenderer | None = None
 ) -> tuple[list[int], list[int]]:
-    """Token ids (BOS first) and a 0/1 loss mask that is 1 exactly on action tokens."""
-    ids = [tokenizer.bos_token_id]
-    mask = [0]
-    for text, is_action in segments:
-        piece = tokenizer.encode(text, add_special_tokens=False)
-        ids += piece
-        mask += [int(is_action)] * len(piece)
-    return ids, mask
+    """Token ids laid out as a rollout's (plain layout: BOS first) and a 0/1 loss mask that is 1
+    exactly on action tokens. Pass `renderer` to reuse one across many demonstrations."""
+    return (renderer or TurnRenderer(tokenizer)).demonstration(segments)
 
 
 def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
@@ -65,25 +64,35 @@ def sft_loss(
 ) -> torch.Tensor:
     """Mean next-token cross-entropy over action tokens.
 
-    With `max_tokens`, the forward runs in length-sorted passes of at most that many padded tokens
-    (`sao.learner.chunking`): the batch and the loss are the same, but a batch whose lengths spread
-    widely no longer computes its padding: `benchmarks/sft.py` measures 1.4x faster steps on
-    calc's demonstrations and 1.3x on code_repair's.
+    With `max_tokens`, the forward runs over the batch's sequences packed side by side in passes
+    of at most that many tokens (`sao.learner.chunking.packed_forward`): the loss is the same as
+    one padded pass (up to float rounding), but almost no padding is computed.
     """
 
-    def token_nll(ids: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
-        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+    def token_nll(ids: torch.Tensor, model_inputs: dict[str, object]) -> torch.Tensor:
+        logits = model(input_ids=ids, **model_inputs).logits[:, :-1].float()
         nll = F.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
         )
         # Token-aligned like the learner's log-probs: column t scores token t; column 0 has none.
         return F.pad(nll.view(ids.shape[0], -1), (1, 0))
 
-    attention = (input_ids != pad_id).long()
+    # Rows are right-padded. A real token may share the pad id (a tokenizer that pads with EOS, and
+    # a chat template that writes EOS between turns): every position up to the last target is
+    # real, and what follows the last target cannot change any loss.
+    positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+    last_target = (loss_mask.long() * positions).amax(dim=1, keepdim=True)
+    attention = ((input_ids != pad_id) | (positions <= last_target)).long()
     if max_tokens is None:
-        nll = token_nll(input_ids, attention)
+        nll = token_nll(input_ids, {"attention_mask": attention})
     else:
-        nll = chunked_forward(token_nll, input_ids, attention, max_tokens)
+        nll = packed_forward(
+            lambda ids, pos: token_nll(ids, packed_inputs(ids, pos)),
+            input_ids,
+            attention,
+            max_tokens,
+            token_cost_for(model),
+        )
     mask = loss_mask.float()
     return (nll * mask).sum() / mask.sum().clamp(min=1)
 
@@ -102,7 +111,8 @@ def train_sft(
     With `state_path`, the whole training state is saved there every `config.checkpoint_every`
     steps, and a state found there (from the same settings) is continued instead of starting over.
     """
-    encoded = [encode_segments(tokenizer, ex) for ex in examples]
+    renderer = TurnRenderer(tokenizer)
+    encoded = [encode_segments(tokenizer, ex, renderer) for ex in examples]
     if not encoded:
         raise ValueError("train_sft: no demonstrations")
     rng = random.Random(seed)
@@ -213,18 +223,25 @@ def warm_start(
     config: SFTConfig | None = None,
     seed: int = 0,
     progress: bool = True,
+    model_path: str | Path | None = None,
 ) -> Path:
-    """Build the tiny policy, train it on `env`'s demonstrations and save it to `out`.
+    """Train a policy on `env`'s demonstrations and save it to `out`.
 
-    `config` defaults to the environment's `sft` section (`sao/configs/ENV.yaml` over defaults).
+    The policy is loaded from `model_path` (any local HF causal LM with its tokenizer) when
+    given, else the tiny default is built. `config` defaults to the environment's `sft` section
+    (`sao/configs/ENV.yaml` over defaults).
+
     Progress is saved in `OUT.partial/` (see `train_sft`), so an interrupted warm start continues
     where it stopped; the policy appears in `out` only once complete.
     """
     if config is None:
         config = load_config("sao", None, [f"env.name={env}"]).sft
     torch.manual_seed(seed)
-    tokenizer = build_tokenizer()
-    model = build_tiny_policy(tokenizer, seed=seed)
+    if model_path is not None:
+        model, tokenizer = load_policy(model_path)
+    else:
+        tokenizer = build_tokenizer()
+        model = build_tiny_policy(tokenizer, seed=seed)
     examples = make_demonstrations(env, config.num_demonstrations, seed)
     t0 = time.time()
     out = Path(out)

@@ -13,18 +13,10 @@ from sao.models.tokenizer import build_tokenizer
 from sao.runtime.checkpoints import checkpoint_steps, load_latest_checkpoint
 from sao.runtime.durable import read_jsonl, rewrite_jsonl
 from sao.runtime.train import train
+from small_run import SMALL_RUN
 
 SMALL = [
-    "train.batch_size=4",
-    "rollout.concurrency=4",
-    "rollout.max_new_tokens=12",
-    "env.max_tokens=96",
-    "env.max_turns=2",
-    "train.eval_n=4",
-    "train.eval_every=0",
-    "critic.pretrain.num_trajectories=4",
-    "critic.pretrain.max_steps=2",
-    "critic.pretrain.batch_size=4",
+    *SMALL_RUN,
     "train.checkpoint_every=1",
     "train.keep_checkpoints=5",
 ]

@@ -14,19 +14,9 @@ from sao.models.tokenizer import build_tokenizer
 from sao.runtime.local_backend import LocalBackend
 from sao.runtime.run_dir import read_trajectories
 from sao.runtime.train import train
+from small_run import SMALL_RUN
 
-SMALL = [
-    "train.batch_size=4",
-    "rollout.concurrency=4",
-    "rollout.max_new_tokens=12",
-    "env.max_tokens=96",
-    "env.max_turns=2",
-    "train.eval_n=4",
-    "train.eval_every=0",
-    "critic.pretrain.num_trajectories=4",
-    "critic.pretrain.max_steps=2",
-    "critic.pretrain.batch_size=4",
-]
+SMALL = SMALL_RUN
 
 
 @pytest.fixture(scope="module")

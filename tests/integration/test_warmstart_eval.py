@@ -41,13 +41,13 @@ def test_sft_lowers_the_loss_on_demonstrations():
     assert sum(curve[-5:]) / 5 < 0.7 * sum(curve[:5]) / 5
 
 
-def test_sft_loss_in_length_sorted_passes_equals_one_padded_pass():
+def test_sft_loss_over_packed_sequences_equals_one_padded_pass():
     tokenizer = build_tokenizer()
     model = build_tiny_policy(tokenizer, seed=0)
     encoded = [encode_segments(tokenizer, ex) for ex in make_demonstrations("code_repair", 6, 1)]
     input_ids, loss_mask = collate_demonstrations(encoded, tokenizer.pad_token_id)
     lengths = sorted(len(ids) for ids, _ in encoded)
-    assert lengths[0] < lengths[-1]  # rows of different lengths: passes really trim padding
+    assert lengths[0] < lengths[-1]  # rows of different lengths: packing really saves padding
 
     def loss_and_grads(max_tokens):
         model.zero_grad()
@@ -56,7 +56,7 @@ def test_sft_loss_in_length_sorted_passes_equals_one_padded_pass():
         return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
     full_loss, full_grads = loss_and_grads(None)
-    loss, grads = loss_and_grads(2 * lengths[-1])  # at most two rows per pass
+    loss, grads = loss_and_grads(2 * lengths[-1])  # several passes
     torch.testing.assert_close(loss, full_loss, atol=1e-5, rtol=1e-5)
     assert len(grads) == len(full_grads)
     for grad, full in zip(grads, full_grads, strict=True):

@@ -60,6 +60,8 @@ CASES: list[tuple[list[str], str]] = [
     (["config", "--set", "algo.eps_low=1.5"], "algo.eps_low: Input should be less than 1"),
     (["config", "--preset", "ppo"], "unknown preset 'ppo'"),
     (["train", "--steps", "0"], "--steps: must be >= 1"),
+    (["train", "--set", "rollout.top_p=0.9"], "training needs top_p = 1"),
+    (["config", "--set", "rollout.top_p=0.9"], "training needs top_p = 1"),
     (["train", "--steps", "-3"], "--steps: must be >= 1"),
     (["train", "--steps", "many"], "--steps: expected an integer"),
     (["sft", "--steps", "0"], "--steps: must be >= 1"),

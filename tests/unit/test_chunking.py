@@ -8,7 +8,15 @@ from test_learner import make_trajectories, moe_policy
 
 from sao.config import load_config
 from sao.learner import Learner
-from sao.learner.chunking import chunked_forward, length_chunks
+from sao.learner.chunking import (
+    chunked_forward,
+    chunked_padding_frac,
+    length_chunks,
+    pack_rows,
+    packed_forward,
+    packed_padding_frac,
+    plan_packing,
+)
 from sao.models.critic import ValueModel
 from sao.models.policy import token_logprobs_and_entropy
 from sao.trajectory import collate
@@ -102,3 +110,89 @@ def test_a_learner_step_does_not_depend_on_the_pass_size():
     lr_actor, lr_critic = 1e-4, 5e-4
     assert (pol_a - pol_b).abs().max() <= 2 * lr_actor + 1e-6
     assert (crit_a - crit_b).abs().max() <= 2 * lr_critic + 1e-6
+
+
+def test_packing_balances_rows_and_plans_passes_within_the_budget():
+    lengths = [5, 40, 12, 7, 33, 9, 100, 1]
+    bins = pack_rows(lengths, 3)
+    assert sorted(s for row in bins for s in row) == list(range(len(lengths)))
+    assert bins == [[6], [1, 5, 0], [4, 2, 3, 7]]  # fills 100, 54, 53
+    passes = plan_packing(lengths, 120)
+    assert sorted(s for rows in passes for row in rows for s in row) == list(range(len(lengths)))
+    for rows in passes:
+        width = max(sum(lengths[s] for s in row) for row in rows)
+        assert len(rows) * width <= 120 or len(rows) == 1
+
+
+def test_packed_outputs_and_gradients_equal_the_padded_computation():
+    policy = moe_policy()
+    batch = _batch(policy, count=11)
+    mask = batch.action_mask
+
+    def loss_of(packed):
+        policy.zero_grad()
+        if packed:
+            logp, ent = packed_forward(
+                lambda ids, pos: token_logprobs_and_entropy(policy, ids, None, 0.7, pos),
+                batch.input_ids,
+                batch.attention_mask,
+                max_tokens=80,
+            )
+        else:
+            logp, ent = token_logprobs_and_entropy(
+                policy, batch.input_ids, batch.attention_mask, 0.7
+            )
+        ((logp + ent) * mask).sum().backward()
+        grads = {n: p.grad.clone() for n, p in policy.named_parameters()}
+        return logp.detach(), ent.detach(), grads
+
+    full_logp, full_ent, full_grads = loss_of(False)
+    logp, ent, grads = loss_of(True)
+    lengths = batch.attention_mask.sum(1).tolist()
+    assert any(len(row) > 1 for rows in plan_packing(lengths, 80) for row in rows)  # packed
+    real = batch.attention_mask.bool()
+    torch.testing.assert_close(logp[real], full_logp[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ent[real], full_ent[real], atol=1e-5, rtol=1e-5)
+    assert torch.all(logp[~real] == 0) and torch.all(ent[:, 0] == 0)
+    for name in grads:
+        torch.testing.assert_close(grads[name], full_grads[name], atol=1e-5, rtol=1e-4)
+
+
+def test_packed_critic_values_equal_the_padded_ones():
+    critic = ValueModel.from_policy(moe_policy())
+    batch = _batch(moe_policy(), count=11)
+    with torch.no_grad():
+        values = packed_forward(
+            lambda ids, pos: critic(ids, None, pos), batch.input_ids, batch.attention_mask, 80
+        )
+        full = critic(batch.input_ids, batch.attention_mask)
+    real = batch.attention_mask.bool()
+    torch.testing.assert_close(values[real], full[real], atol=1e-5, rtol=1e-5)
+    assert torch.all(values[~real] == 0)
+
+
+def test_packing_computes_a_fraction_of_the_padding_of_length_sorted_passes():
+    gen = torch.Generator().manual_seed(0)
+    short = [int(x) for x in torch.randint(40, 200, (32,), generator=gen)]
+    assert chunked_padding_frac(short, 4096) > 0.3
+    assert packed_padding_frac(short, 4096) < 0.06
+    # Long sequences: wide packed rows would cost more attention than their padding saves, and
+    # one sequence per row (the length-sorted plan) is among the candidates.
+    long = [int(x) for x in torch.randint(150, 1300, (32,), generator=gen)]
+    assert packed_padding_frac(long, 4096) <= chunked_padding_frac(long, 4096)
+    assert max(len(row) for rows in plan_packing(long, 4096) for row in rows) <= 2
+
+
+def test_a_packed_learner_step_equals_a_padded_one():
+    policy = moe_policy()
+    trajectories = make_trajectories(policy, 8, seed=5)
+    runs = {}
+    for pack in (True, False):
+        torch.manual_seed(0)  # the critic's value head is initialised at random
+        learner = Learner(copy.deepcopy(policy), load_config("sao"), pack=pack)
+        runs[pack] = learner.step(trajectories)
+    for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy", "actor/ratio_mean"):
+        assert runs[True][key] == pytest.approx(runs[False][key], rel=1e-4, abs=1e-7), key
+    for key in ("critic/vf_loss", "critic/grad_norm", "critic/values_mean"):
+        assert runs[True][key] == pytest.approx(runs[False][key], rel=1e-4, abs=1e-7), key
+    assert runs[True]["perf/padding_frac"] < runs[False]["perf/padding_frac"]

@@ -9,6 +9,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3Moe
 
 from sao.config import PRESETS, load_config
 from sao.learner import Learner, apply_gradients, build_optimizer, group_id_tensor
+from sao.learner.chunking import packed_padding_frac
 from sao.models.critic import ValueModel
 from sao.models.policy import token_logprobs
 from sao.trajectory import Trajectory
@@ -183,15 +184,28 @@ def test_nan_loss_is_never_applied():
 
 PRESET_KEYS = {
     "dis": {"actor/dis_masked_low", "actor/dis_masked_high"},
-    "ppo_clip": {"actor/pg_clipfrac", "actor/rollout_ratio_mean"},
+    "ppo_clip": {
+        "actor/pg_clipfrac",
+        "actor/rollout_ratio_mean",
+        "actor/ppo_updates",
+        "actor/dis_would_mask_low",
+        "actor/dis_would_mask_high",
+    },
 }
-CRITIC_KEYS = {"critic/vf_loss", "critic/vf_explained_var", "critic/grad_norm"}
+CRITIC_KEYS = {
+    "critic/vf_loss",
+    "critic/vf_explained_var",
+    "critic/grad_norm",
+    "critic/grad_norm_shared",
+    "critic/grad_norm_all",
+}
 COMMON_KEYS = {
     "actor/pg_loss",
     "actor/ratio_mean",
     "actor/grad_norm",
     "actor/entropy",
     "perf/padding_frac",
+    "perf/batch_padding_frac",
     "rollout/reward_mean",
     "rollout/staleness_mean",
     "rollout/staleness_max",
@@ -224,7 +238,8 @@ def test_every_preset_runs_a_step_with_finite_metrics(preset, overrides):
 def test_grpo_loss_is_minus_the_token_mean_of_group_advantages():
     policy = moe_policy()
     trajectories = make_trajectories(policy, 4, group_size=4)  # one group, rewards 0, 1, 0, 1
-    metrics = Learner(policy, load_config("grpo")).step(trajectories)
+    config = load_config("grpo", overrides=["algo.ppo_minibatches=1"])
+    metrics = Learner(policy, config).step(trajectories)
     # (R - 0.5) / (std 0.5774 + 1e-6) = -+0.8660; with ratio 1 PPO's loss is -mean_t A_t.
     advantage = 0.5 / (math.sqrt(1 / 3) + 1e-6)
     counts = [t.num_action_tokens for t in trajectories]
@@ -270,7 +285,10 @@ def test_rollout_metrics_measure_staleness_against_the_version_before_the_step()
     metrics = learner.step(trajectories)
     assert metrics["rollout/staleness_mean"] == 1.0 and metrics["rollout/staleness_max"] == 2.0
     lengths = [len(t) for t in trajectories]
-    assert metrics["perf/padding_frac"] == pytest.approx(1 - sum(lengths) / (2 * max(lengths)))
+    assert metrics["perf/batch_padding_frac"] == pytest.approx(
+        1 - sum(lengths) / (2 * max(lengths))
+    )
+    assert metrics["perf/padding_frac"] == pytest.approx(packed_padding_frac(lengths, 4096))
     assert learner.version == 4
 
 
@@ -316,3 +334,20 @@ def test_learner_rejects_bad_models_and_configs():
         Learner(policy, load_config("sao", overrides=["critic.freeze=[no_such_module]"]))
     with pytest.raises(ValueError, match="no trajectories"):
         Learner(policy, load_config("sao")).step([])
+
+
+def test_critic_gradient_norms_compare_frozen_and_full_critics_over_the_same_parameters():
+    trajectories = make_trajectories(moe_policy(), 6)
+    first_step = {}
+    for preset in ("sao", "sao_full_critic"):
+        config = load_config(preset, overrides=["critic.k_updates=1"])
+        first_step[preset] = Learner(moe_policy(), config).step(trajectories)
+    frozen, full = first_step["sao"], first_step["sao_full_critic"]
+    # Same weights, same batch: the gradient outside attention is the same in both critics.
+    assert frozen["critic/grad_norm_shared"] == pytest.approx(full["critic/grad_norm_shared"])
+    # Frozen attention has no gradient: its "all" norm is its trainable (= shared) norm.
+    assert frozen["critic/grad_norm_all"] == pytest.approx(frozen["critic/grad_norm_shared"])
+    assert frozen["critic/grad_norm"] == pytest.approx(frozen["critic/grad_norm_all"])
+    # The full critic's attention adds gradient: all > shared, and the clipped norm is over all.
+    assert full["critic/grad_norm_all"] > full["critic/grad_norm_shared"] * 1.01
+    assert full["critic/grad_norm"] == pytest.approx(full["critic/grad_norm_all"])

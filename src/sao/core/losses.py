@@ -81,6 +81,24 @@ def dis_policy_loss(
     return loss, metrics
 
 
+def dis_window_fractions(
+    logprobs: torch.Tensor,
+    rollout_logprobs: torch.Tensor,
+    action_mask: torch.Tensor,
+    eps_low: float = 0.3,
+    eps_high: float = 5.0,
+) -> tuple[float, float]:
+    """Fractions of action tokens whose ratio `exp(logprobs - rollout_logprobs)` lies below
+    `1 - eps_low` and above `1 + eps_high`: what `dis_policy_loss` masks with this window."""
+    mask = action_mask > 0
+    log_ratio = (logprobs - rollout_logprobs).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
+    ratio = torch.exp(log_ratio)
+    n = mask.sum().clamp(min=1)
+    below = float((mask & (ratio < 1.0 - eps_low)).sum() / n)
+    above = float((mask & (ratio > 1.0 + eps_high)).sum() / n)
+    return below, above
+
+
 def ppo_clip_policy_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,

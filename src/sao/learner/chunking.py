@@ -11,6 +11,7 @@ activation memory follow the real tokens.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 
 import torch
@@ -75,3 +76,169 @@ def chunked_forward(
     inverse[order] = torch.arange(len(order), device=order.device)
     stitched = tuple(torch.cat(parts)[inverse] for parts in zip(*pieces, strict=True))
     return stitched if returns_tuple else stitched[0]
+
+
+# A token's compute outside attention, in units of one query-key pair of attention. A decoder
+# layer spends about 13 * hidden**2 multiply-adds per token outside attention (projections, MLP or
+# active experts) and 2 * hidden per query-key pair; for the tiny default policy (hidden 128, two
+# active experts of width 128) the ratio is about 640, i.e. 5 * hidden.
+DEFAULT_TOKEN_COST = 640.0
+
+
+def token_cost_for(model: object) -> float:
+    """`DEFAULT_TOKEN_COST` scaled to a model's `config.hidden_size` (5 * hidden), if it has one."""
+    hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+    return 5.0 * hidden if isinstance(hidden, int) and hidden > 0 else DEFAULT_TOKEN_COST
+
+
+def pack_rows(lengths: Sequence[int], rows: int) -> list[list[int]]:
+    """Sequences spread over `rows` packed rows, longest first onto the least filled row.
+
+    This greedy balancing (longest processing time first) makes the rows' fills nearly equal,
+    so rows padded to the fullest one waste little.
+    """
+    if not 1 <= rows <= max(1, len(lengths)):
+        raise ValueError(f"rows: must be between 1 and {len(lengths)}, got {rows}")
+    heap = [(0, b) for b in range(rows)]
+    bins: list[list[int]] = [[] for _ in range(rows)]
+    for seq in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        fill, b = heapq.heappop(heap)
+        bins[b].append(seq)
+        heapq.heappush(heap, (fill + lengths[seq], b))
+    return [b for b in bins if b]
+
+
+def fill_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
+    """Sequences packed first-fit-decreasing into rows of at most `width` tokens (a longer
+    sequence gets a row of its own)."""
+    rows: list[list[int]] = []
+    fills: list[int] = []
+    for seq in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        for r, fill in enumerate(fills):
+            if fill + lengths[seq] <= width:
+                rows[r].append(seq)
+                fills[r] += lengths[seq]
+                break
+        else:
+            rows.append([seq])
+            fills.append(lengths[seq])
+    return rows
+
+
+def plan_packing(
+    lengths: Sequence[int], max_tokens: int, token_cost: float = DEFAULT_TOKEN_COST
+) -> list[list[list[int]]]:
+    """The passes `packed_forward` runs: each a list of packed rows, each a list of sequences.
+
+    Tries every row count from 1 to one sequence per row (which is exactly `chunked_forward`'s
+    plan) with `pack_rows`, and row widths from 1 to 2 times the longest sequence with
+    `fill_rows`, cuts the rows into passes of at most `max_tokens` tokens
+    (`length_chunks` over the rows' fills) and keeps the cheapest plan. A row of width `W` costs
+    `W * token_cost + W**2`: the attention of a packed row is computed over all of it (the
+    block-diagonal mask hides, but does not skip, the other sequences), so wide rows full of
+    short sequences are not free. On calc-shaped batches this packs two or three sequences a row;
+    on long code_repair-shaped ones it keeps about one, as length-sorted passes do.
+    """
+    longest = max(1, max(lengths))
+    candidates = [pack_rows(lengths, rows) for rows in range(1, max(1, len(lengths)) + 1)]
+    candidates += [fill_rows(lengths, longest + longest * k // 8) for k in range(9)]
+    best: tuple[float, list[list[list[int]]]] | None = None
+    for bins in candidates:
+        fills = [sum(lengths[s] for s in b) for b in bins]
+        passes = [[bins[b] for b in chunk] for chunk in length_chunks(fills, max_tokens)]
+        cost = sum(_pass_cost(p, lengths, token_cost) for p in passes)
+        if best is None or cost < best[0]:
+            best = (cost, passes)
+    assert best is not None
+    return best[1]
+
+
+def _pass_cost(rows: list[list[int]], lengths: Sequence[int], token_cost: float) -> float:
+    width = max(1, max(sum(lengths[s] for s in row) for row in rows))
+    return len(rows) * (width * token_cost + width**2)
+
+
+def _pass_tokens(rows: list[list[int]], lengths: Sequence[int]) -> int:
+    return len(rows) * max(1, max(sum(lengths[s] for s in row) for row in rows))
+
+
+def packed_forward(
+    fn: Callable[[Tensor, Tensor], Outputs],
+    input_ids: Tensor,
+    attention_mask: Tensor,
+    max_tokens: int,
+    token_cost: float = DEFAULT_TOKEN_COST,
+) -> Outputs:
+    """`fn` over the batch's sequences packed side by side, returned as right-padded `[B, T]`.
+
+    The sequences are packed into rows of nearly equal fill, run in passes of at most
+    `max_tokens` tokens (`plan_packing`). Inside a row each sequence's positions restart at 0,
+    which makes the model attend block-diagonally (a token sees only the earlier tokens of its
+    own sequence) with the same positions as alone: the result equals the padded computation up
+    to float rounding, while the compute follows the real tokens (`packed_padding_frac`).
+
+    Args:
+        fn: maps `(input_ids [n, L], position_ids [n, L])` of packed rows to one `[n, L]` tensor
+            or a tuple of them, token-aligned (column t belongs to token t). The model must run
+            without a cache and without an attention mask so that it reads the sequence
+            boundaries from the positions (Hugging Face decoders do).
+        input_ids: `[B, T]` right-padded token ids.
+        attention_mask: `[B, T]`, 1 on real tokens.
+        max_tokens: tokens per pass at most (a longer row still runs, alone).
+        token_cost: a token's non-attention compute in attention pairs (see `plan_packing`).
+
+    Returns:
+        What `fn` would return on each row alone, as `[B, T]` tensors, zero past each row's
+        length and in each row's column 0 (which no earlier token predicts).
+    """
+    lengths = attention_mask.sum(dim=1).tolist()
+    width = input_ids.shape[1]
+    device = input_ids.device
+    # Where each output position of the batch comes from in the flattened packed outputs; the
+    # index one past the end reads an appended 0 (padding, and every sequence's column 0).
+    source = torch.full((input_ids.shape[0], width), -1, dtype=torch.long)
+    flat_outputs: list[tuple[Tensor, ...]] = []
+    offset = 0
+    returns_tuple = False
+    for rows in plan_packing(lengths, max_tokens, token_cost):
+        pass_width = max(1, max(sum(lengths[s] for s in row) for row in rows))
+        ids = torch.zeros(len(rows), pass_width, dtype=input_ids.dtype)
+        positions = torch.zeros(len(rows), pass_width, dtype=torch.long)
+        for slot, row in enumerate(rows):
+            start = 0
+            for seq in row:
+                n = lengths[seq]
+                ids[slot, start : start + n] = input_ids[seq, :n].cpu()
+                positions[slot, start : start + n] = torch.arange(n)
+                base = offset + slot * pass_width + start
+                source[seq, 1:n] = torch.arange(base + 1, base + n)
+                start += n
+            # The unused tail is a sequence of its own, so no real token attends to it.
+            positions[slot, start:] = torch.arange(pass_width - start)
+        out = fn(ids.to(device), positions.to(device))
+        returns_tuple = isinstance(out, tuple)
+        outs = out if isinstance(out, tuple) else (out,)
+        flat_outputs.append(tuple(o.reshape(-1) for o in outs))
+        offset += len(rows) * pass_width
+    source[source < 0] = offset
+    index = source.to(device)
+    stitched = []
+    for parts in zip(*flat_outputs, strict=True):
+        flat = torch.cat([*parts, parts[0].new_zeros(1)])
+        stitched.append(flat[index])
+    return tuple(stitched) if returns_tuple else stitched[0]
+
+
+def packed_padding_frac(
+    lengths: Sequence[int], max_tokens: int, token_cost: float = DEFAULT_TOKEN_COST
+) -> float:
+    """The fraction of the tokens `packed_forward` computes that are padding."""
+    computed = sum(_pass_tokens(p, lengths) for p in plan_packing(lengths, max_tokens, token_cost))
+    return 1.0 - sum(lengths) / computed
+
+
+def chunked_padding_frac(lengths: Sequence[int], max_tokens: int) -> float:
+    """The fraction of the tokens `chunked_forward` computes that are padding."""
+    chunks = length_chunks(lengths, max_tokens)
+    computed = sum(len(c) * max(1, max(lengths[r] for r in c)) for c in chunks)
+    return 1.0 - sum(lengths) / computed

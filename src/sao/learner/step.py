@@ -1,6 +1,9 @@
 """The learner: one training step on a batch of completed trajectories.
 
-    collate -> critic values -> advantages (-> whitening) -> ONE actor update -> K critic updates
+    collate -> critic values -> advantages (-> whitening) -> actor update -> K critic updates
+
+The actor update is one DIS step against the rollout log-probs, or, for the PPO-clip baselines,
+mini-batch steps against old log-probs the learner computes first (`sao.learner.actor_update`).
 
 `Learner.step` reads top to bottom like the algorithm (SAO_SPEC sections 3-6); the math lives in
 `sao.core`, the forward passes in `sao.models`.
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -26,11 +30,25 @@ from sao.core.advantages import (
     token_gae,
     whiten,
 )
-from sao.core.losses import dis_policy_loss, ppo_clip_policy_loss, value_loss
+from sao.core.losses import value_loss
 from sao.core.metrics import explained_variance, masked_mean
-from sao.learner.chunking import chunked_forward
-from sao.learner.optim import apply_gradients, build_optimizer, trainable_parameters
-from sao.models.critic import ValueModel, freeze_modules
+from sao.learner.actor_update import dis_update, ppo_update
+from sao.learner.chunking import (
+    chunked_forward,
+    chunked_padding_frac,
+    packed_forward,
+    packed_padding_frac,
+    token_cost_for,
+)
+from sao.learner.optim import (
+    apply_gradients,
+    build_optimizer,
+    gradient_norm,
+    trainable_parameters,
+)
+from sao.learner.precision import mixed_precision_forward, prepare_model, resolve_device
+from sao.learner.sharding import full_state_dict
+from sao.models.critic import ValueModel, attention_parameter_names, freeze_modules
 from sao.models.policy import token_logprobs_and_entropy
 from sao.trajectory import Batch, Trajectory, collate
 
@@ -48,6 +66,8 @@ class Learner:
             `config.critic.freeze` is applied to it here (the frozen names are kept in
             `frozen_critic_parameters`).
         pad_token_id: id used to right-pad batches (masked out, never trained on).
+        pack: run the forward passes over packed sequences (`sao.learner.chunking`); False runs
+            length-sorted padded passes instead (the same result, more padding computed).
 
     Attributes:
         version: the policy's weight version; 0 at start, +1 per `step`.
@@ -60,12 +80,15 @@ class Learner:
         config: SAOConfig,
         critic: ValueModel | None = None,
         pad_token_id: int = 0,
+        pack: bool = True,
     ) -> None:
         _require_fp32(policy, "policy")
         self.config = config
-        self.policy = policy.eval()
+        train = config.train
+        self.device = resolve_device(train.learner_device)
+        self.policy = prepare_model(policy, self.device, train.gradient_checkpointing)
         self.pad_token_id = pad_token_id
-        self.device = next(policy.parameters()).device
+        self.pack = pack
         self.version = 0
         self.skipped_steps = {"actor": 0, "critic": 0}
         self.actor_optimizer = build_optimizer(trainable_parameters(policy), config.actor)
@@ -73,11 +96,20 @@ class Learner:
         self.critic: ValueModel | None = None
         self.critic_optimizer: torch.optim.AdamW | None = None
         self.frozen_critic_parameters: list[str] = []
+        self._critic_norm_sets: dict[str, list[nn.Parameter]] = {}
         if config.critic.enabled:
             critic = critic if critic is not None else ValueModel.from_policy(policy)
             _require_fp32(critic, "critic")
             self.critic = critic.to(self.device).eval()
             self.frozen_critic_parameters = freeze_modules(self.critic, list(config.critic.freeze))
+            prepare_model(self.critic, self.device, train.gradient_checkpointing)
+            attention = attention_parameter_names(self.critic)
+            self._critic_norm_sets = {
+                "critic/grad_norm_shared": [
+                    p for n, p in self.critic.named_parameters() if n not in attention
+                ],
+                "critic/grad_norm_all": list(self.critic.parameters()),
+            }
             self.critic_optimizer = build_optimizer(
                 trainable_parameters(self.critic), config.critic.optim
             )
@@ -89,7 +121,7 @@ class Learner:
             self.baseline = RunningMeanBaseline(config.algo.running_mean_window)
 
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
-        """Train on `trajectories` (one policy update, K critic updates); return the metrics.
+        """Train on `trajectories` (the actor update, K critic updates); return the metrics.
 
         Staleness is measured against the version before this step; `version` then grows by 1.
         """
@@ -99,6 +131,7 @@ class Learner:
         batch = self._to_device(collate(trajectories, self.pad_token_id))
         mask = batch.action_mask
         metrics = rollout_metrics(trajectories, batch, self.version)
+        metrics["perf/padding_frac"] = self._computed_padding_frac(batch)
 
         # Critic values. This forward keeps its graph: it is also the first critic update's
         # forward (the critic does not change before then), which saves one full pass.
@@ -112,34 +145,19 @@ class Learner:
             advantages = whiten(advantages, mask)
         metrics["actor/advantage_mean"] = masked_mean(advantages, mask)
 
-        # One actor update, log-probs of the tempered distribution the engine sampled from.
-        temperature = self.config.rollout.temperature
-        logprobs, entropy = self._forward(
-            lambda ids, attn: token_logprobs_and_entropy(self.policy, ids, attn, temperature),
+        # The actor: log-probs of the tempered distribution the engine sampled from; one DIS
+        # update, or PPO clip in mini-batches against the learner's old log-probs.
+        update = dis_update if algo.policy_loss == "dis" else ppo_update
+        actor = update(
+            self._policy_forward,
             batch,
+            advantages,
+            self.actor_optimizer,
+            algo,
+            self.config.actor.grad_clip,
         )
-        window = {"eps_low": algo.eps_low, "eps_high": algo.eps_high, "agg": algo.agg}
-        if algo.policy_loss == "dis":
-            pg_loss, actor_metrics = dis_policy_loss(
-                logprobs, batch.rollout_logprobs, advantages, mask, **window
-            )
-        else:
-            # PPO's old log-probs are the current weights' before this update. With one update
-            # per batch that is exactly this forward's output, so it is detached, not recomputed.
-            pg_loss, actor_metrics = ppo_clip_policy_loss(
-                logprobs, logprobs.detach(), advantages, mask, **window
-            )
-            # Clamped like the losses' ratios, so a diverged token cannot make the metric inf.
-            log_ratio = (logprobs.detach() - batch.rollout_logprobs).clamp(-20.0, 20.0)
-            rollout_ratio = torch.exp(log_ratio)
-            actor_metrics["actor/rollout_ratio_mean"] = masked_mean(rollout_ratio, mask)
-        grad_norm, applied = apply_gradients(
-            self.actor_optimizer, pg_loss, self.config.actor.grad_clip
-        )
-        self.skipped_steps["actor"] += not applied
-        metrics |= actor_metrics
-        metrics["actor/grad_norm"] = grad_norm
-        metrics["actor/entropy"] = masked_mean(entropy.detach(), mask)
+        self.skipped_steps["actor"] += actor.skipped
+        metrics |= actor.metrics
         metrics["actor/skipped_steps"] = float(self.skipped_steps["actor"])
 
         # K critic updates on the same batch, against the same returns.
@@ -151,8 +169,13 @@ class Learner:
                 vf_loss, vf_metrics = value_loss(
                     critic_values, returns, mask, values, critic_cfg.value_clip, algo.agg
                 )
+                # NaN unless the backward pass runs (a non-finite loss skips it).
+                vf_metrics |= dict.fromkeys(self._critic_norm_sets, math.nan)
                 vf_metrics["critic/grad_norm"], applied = apply_gradients(
-                    self.critic_optimizer, vf_loss, critic_cfg.optim.grad_clip
+                    self.critic_optimizer,
+                    vf_loss,
+                    critic_cfg.optim.grad_clip,
+                    on_gradients=lambda m=vf_metrics: m.update(self._critic_norms()),
                 )
                 self.skipped_steps["critic"] += not applied
                 critic_steps.append(vf_metrics)
@@ -166,6 +189,17 @@ class Learner:
 
         self.version += 1
         return metrics
+
+    def _critic_norms(self) -> dict[str, float]:
+        """The critic's raw gradient norm over two fixed parameter sets, the same in every preset.
+
+        `critic/grad_norm_shared`: the parameters outside attention (MLP/MoE, norms, value head),
+        which every critic preset trains, so frozen and full critics compare like with like.
+        `critic/grad_norm_all`: every critic parameter; a frozen one has no gradient and counts 0,
+        so with frozen attention it equals the shared norm. (`critic/grad_norm` is the norm the
+        optimizer clips: over the trainable parameters, whichever they are.)
+        """
+        return {name: gradient_norm(params) for name, params in self._critic_norm_sets.items()}
 
     def _advantages(
         self, batch: Batch, trajectories: Sequence[Trajectory], values: Tensor | None
@@ -202,11 +236,46 @@ class Learner:
             advantages = broadcast_to_tokens(self.baseline.advantages(batch.scores), mask)
         return advantages, returns
 
-    def _forward(self, fn: Callable[[Tensor, Tensor], Any], batch: Batch) -> Any:
-        """`fn(input_ids, attention_mask)` over the batch in length-sorted, trimmed passes."""
-        return chunked_forward(
-            fn, batch.input_ids, batch.attention_mask, self.config.train.micro_batch_tokens
+    def _policy_forward(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """`(logprobs, entropy)` `[B, T]` of the policy at the rollout temperature."""
+        temperature = self.config.rollout.temperature
+        return self._forward(
+            lambda ids, attn, pos: token_logprobs_and_entropy(
+                self.policy, ids, attn, temperature, pos
+            ),
+            batch,
         )
+
+    def _forward(
+        self, fn: Callable[[Tensor, Tensor | None, Tensor | None], Any], batch: Batch
+    ) -> Any:
+        """`fn(input_ids, attention_mask, packed_positions)` over the batch as `[B, T]` outputs.
+
+        Packed (`pack=True`): the sequences run side by side in rows of nearly equal fill, so
+        almost no padding is computed. Otherwise: length-sorted passes of padded rows, each
+        trimmed to its longest. Both equal one padded full-batch pass up to float rounding.
+        """
+        fn = mixed_precision_forward(fn, self.config.train.learner_precision, self.device)
+        max_tokens = self.config.train.micro_batch_tokens
+        if self.pack:
+            return packed_forward(
+                lambda ids, pos: fn(ids, None, pos),
+                batch.input_ids,
+                batch.attention_mask,
+                max_tokens,
+                token_cost_for(self.policy),
+            )
+        return chunked_forward(
+            lambda ids, attn: fn(ids, attn, None), batch.input_ids, batch.attention_mask, max_tokens
+        )
+
+    def _computed_padding_frac(self, batch: Batch) -> float:
+        """The fraction of the tokens each of this learner's forward passes computes that is padding."""
+        lengths = batch.attention_mask.sum(dim=1).tolist()
+        max_tokens = self.config.train.micro_batch_tokens
+        if self.pack:
+            return packed_padding_frac(lengths, max_tokens, token_cost_for(self.policy))
+        return chunked_padding_frac(lengths, max_tokens)
 
     def _to_device(self, batch: Batch) -> Batch:
         moved = {f.name: getattr(batch, f.name).to(self.device) for f in dataclasses.fields(batch)}
@@ -214,7 +283,7 @@ class Learner:
 
     def policy_state_dict(self) -> dict[str, Tensor]:
         """A detached CPU copy of the policy's weights, safe to publish while training goes on."""
-        return {k: v.detach().to("cpu", copy=True) for k, v in self.policy.state_dict().items()}
+        return full_state_dict(self.policy)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizers, baseline, version, skip counters.
@@ -267,7 +336,9 @@ class Learner:
 def rollout_metrics(
     trajectories: Sequence[Trajectory], batch: Batch, version: int
 ) -> dict[str, float]:
-    """Facts about the batch itself: rewards, staleness against `version`, turns, padding."""
+    """Facts about the batch itself: rewards, staleness against `version`, turns, and the
+    right-padded batch's padding (`perf/batch_padding_frac`; what the learner's passes compute
+    is `perf/padding_frac`)."""
     staleness = [t.staleness(version) for t in trajectories]
     n = len(trajectories)
     return {
@@ -277,7 +348,7 @@ def rollout_metrics(
         "rollout/turns_mean": sum(len(t.turn_spans) for t in trajectories) / n,
         "rollout/action_tokens_mean": sum(t.num_action_tokens for t in trajectories) / n,
         "rollout/length_mean": sum(len(t) for t in trajectories) / n,
-        "perf/padding_frac": batch.padding_frac,
+        "perf/batch_padding_frac": batch.padding_frac,
     }
 
 

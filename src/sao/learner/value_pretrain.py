@@ -17,7 +17,7 @@ from sao.config import SAOConfig
 from sao.core.advantages import token_gae
 from sao.core.losses import value_loss
 from sao.core.metrics import explained_variance
-from sao.learner.chunking import chunked_forward
+from sao.learner.chunking import packed_forward, token_cost_for
 from sao.learner.optim import apply_gradients, build_optimizer
 from sao.models.critic import ValueModel
 from sao.trajectory import Trajectory, collate
@@ -82,11 +82,12 @@ def pretrain_value(
                 order = torch.randperm(len(trajectories), generator=generator).tolist()
             chosen, order = order[:batch_size], order[batch_size:]
             batch = collate([trajectories[i] for i in chosen], pad_token_id)
-            values = chunked_forward(
-                critic,
+            values = packed_forward(
+                lambda ids, pos: critic(ids, None, pos),
                 batch.input_ids.to(device),
                 batch.attention_mask.to(device),
                 config.train.micro_batch_tokens,
+                token_cost_for(critic.backbone),
             )
             targets = torch.zeros_like(values)
             for row, i in enumerate(chosen):

@@ -18,7 +18,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 
-from sao.models.policy import position_ids_from_mask
+from sao.models.policy import packed_inputs, position_ids_from_mask
 
 _CONFIG_DIR = "backbone"
 _WEIGHTS_FILE = "value_model.safetensors"
@@ -68,23 +68,39 @@ class ValueModel(nn.Module):
             )
         return cls(copy.deepcopy(backbone), head_init_std=head_init_std)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        packed_positions: Tensor | None = None,
+    ) -> Tensor:
         """`[B, T]` fp32 values, token-aligned like log-probs (column 0 is 0).
 
         Position ids count real tokens only, as in `sao.models.policy`, so the policy and the
-        critic see the same positions for the same tokens.
+        critic see the same positions for the same tokens. With `packed_positions` (and
+        `attention_mask` None) each row holds several sequences side by side (see
+        `sao.models.policy.packed_inputs`); the column of each sequence's first token is then
+        meaningless.
         """
-        if input_ids.dim() != 2 or attention_mask.shape != input_ids.shape:
+        if packed_positions is not None:
+            inputs = packed_inputs(input_ids, packed_positions)
+        elif (
+            attention_mask is None
+            or input_ids.dim() != 2
+            or attention_mask.shape != input_ids.shape
+        ):
             raise ValueError(
                 f"ValueModel: input_ids must be [B, T] and attention_mask the same shape, got "
-                f"{tuple(input_ids.shape)} and {tuple(attention_mask.shape)}"
+                f"{tuple(input_ids.shape)} and "
+                f"{None if attention_mask is None else tuple(attention_mask.shape)}"
             )
-        hidden = self.backbone(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids_from_mask(attention_mask),
-            use_cache=False,
-        ).last_hidden_state
+        else:
+            inputs = {
+                "attention_mask": attention_mask,
+                "position_ids": position_ids_from_mask(attention_mask),
+                "use_cache": False,
+            }
+        hidden = self.backbone(input_ids=input_ids, **inputs).last_hidden_state
         # The hidden state at t - 1 produced the logits for token t; the last one predicts nothing.
         values = self.value_head(hidden[:, :-1].float()).squeeze(-1)
         return torch.cat([values.new_zeros(values.shape[0], 1), values], dim=1)
@@ -136,7 +152,7 @@ def freeze_modules(model: nn.Module, patterns: list[str]) -> list[str]:
     selected: set[str] = set()
     for pattern in patterns:
         if pattern == "attention":
-            matches = _attention_parameter_names(model)
+            matches = attention_parameter_names(model)
         else:
             try:
                 regex = re.compile(pattern)
@@ -158,7 +174,8 @@ def freeze_modules(model: nn.Module, patterns: list[str]) -> list[str]:
     return frozen
 
 
-def _attention_parameter_names(model: nn.Module) -> set[str]:
+def attention_parameter_names(model: nn.Module) -> set[str]:
+    """Names of the parameters inside `model`'s attention modules (what "attention" freezes)."""
     names: set[str] = set()
     for module_name, module in model.named_modules():
         if module_name.rsplit(".", 1)[-1] in ATTENTION_MODULE_NAMES:

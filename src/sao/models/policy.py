@@ -98,7 +98,9 @@ def load_policy(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load any HF causal LM and its tokenizer saved at the local directory `path`.
 
-    Never touches the network (`local_files_only`). The model is returned in eval mode.
+    Never touches the network (`local_files_only`). The model is returned in eval mode. A
+    tokenizer without a pad token pads with EOS (padding is always masked, so its id never
+    reaches a loss).
 
     Raises:
         ValueError: if `path` is not a directory or `dtype` is not a floating torch dtype.
@@ -110,6 +112,8 @@ def load_policy(
         raise ValueError(f"load_policy: dtype must be a floating torch.dtype, got {dtype!r}")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
     return model.eval(), tokenizer
 
 
@@ -148,11 +152,19 @@ def logprobs_from_logits(
     return logprobs, torch.cat([zero_column, entropy], dim=1)
 
 
-def _forward_logits(model: PreTrainedModel, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
-    if input_ids.dim() != 2 or attention_mask.shape != input_ids.shape:
+def _forward_logits(
+    model: PreTrainedModel,
+    input_ids: Tensor,
+    attention_mask: Tensor | None,
+    packed_positions: Tensor | None = None,
+) -> Tensor:
+    if packed_positions is not None:
+        return model(input_ids=input_ids, **packed_inputs(input_ids, packed_positions)).logits
+    if attention_mask is None or input_ids.dim() != 2 or attention_mask.shape != input_ids.shape:
         raise ValueError(
             f"input_ids must be [B, T] and attention_mask the same shape, got "
-            f"{tuple(input_ids.shape)} and {tuple(attention_mask.shape)}"
+            f"{tuple(input_ids.shape)} and "
+            f"{None if attention_mask is None else tuple(attention_mask.shape)}"
         )
     return model(
         input_ids=input_ids,
@@ -160,6 +172,21 @@ def _forward_logits(model: PreTrainedModel, input_ids: Tensor, attention_mask: T
         position_ids=position_ids_from_mask(attention_mask),
         use_cache=False,
     ).logits
+
+
+def packed_inputs(input_ids: Tensor, packed_positions: Tensor) -> dict[str, object]:
+    """Model keyword arguments for rows that hold several sequences side by side.
+
+    `packed_positions` restart at 0 where each sequence starts. With no attention mask and no
+    cache, Hugging Face decoders read the sequence boundaries from those restarts and attend
+    block-diagonally, so each sequence is computed as if alone.
+    """
+    if input_ids.dim() != 2 or packed_positions.shape != input_ids.shape:
+        raise ValueError(
+            f"input_ids must be [B, T] and packed_positions the same shape, got "
+            f"{tuple(input_ids.shape)} and {tuple(packed_positions.shape)}"
+        )
+    return {"attention_mask": None, "position_ids": packed_positions, "use_cache": False}
 
 
 def token_logprobs(
@@ -174,10 +201,18 @@ def token_logprobs(
 
 
 def token_logprobs_and_entropy(
-    model: PreTrainedModel, input_ids: Tensor, attention_mask: Tensor, temperature: float = 1.0
+    model: PreTrainedModel,
+    input_ids: Tensor,
+    attention_mask: Tensor | None,
+    temperature: float = 1.0,
+    packed_positions: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Like `token_logprobs`, plus the `[B, T]` entropy of the distribution predicting each token."""
-    logits = _forward_logits(model, input_ids, attention_mask)
+    """Like `token_logprobs`, plus the `[B, T]` entropy of the distribution predicting each token.
+
+    With `packed_positions` (and `attention_mask` None) each row holds several sequences side by
+    side (see `packed_inputs`); the column of each sequence's first token is then meaningless.
+    """
+    logits = _forward_logits(model, input_ids, attention_mask, packed_positions)
     logprobs, entropy = logprobs_from_logits(logits, input_ids, temperature, with_entropy=True)
     assert entropy is not None
     return logprobs, entropy

@@ -2,8 +2,12 @@
 
 Each episode alternates: the engine samples an action (stopping at one of the environment's
 closing tags or EOS) -> the environment steps on the action text -> its observation is appended as
-inserted tokens (mask 0) -> the episode is resubmitted with the longer context. When the
-environment says done (or a budget runs out) the episode becomes a validated `Trajectory`.
+inserted tokens (mask 0) -> the episode is resubmitted with the longer context. Prompts and
+observations are laid out by `sao.rollout.rendering.TurnRenderer` (the tokenizer's chat template
+when it has one) and tokenized once: each resubmitted context extends the previous one's ids
+exactly. A closing tag that is an added token of the tokenizer stops as a token id; otherwise
+(a BPE vocabulary, where `</python>` is several tokens) it stops as a string on the decoded tail.
+When the environment says done (or a budget runs out) the episode becomes a validated `Trajectory`.
 
 Environment steps (tool calls in the sandbox take tens of milliseconds) run on a small thread pool
 (`env_workers`), so the engine keeps decoding the other episodes meanwhile: an episode waiting on
@@ -27,7 +31,9 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from sao.envs.base import END_MAX_TOKENS, Environment, Task
-from sao.rollout.engine import Completion, RolloutEngine, SamplingParams
+from sao.rollout.interface import InferenceEngine
+from sao.rollout.rendering import TurnRenderer, single_token_ids
+from sao.rollout.requests import Completion, SamplingParams
 from sao.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -73,8 +79,8 @@ class AgentLoop:
     """Keeps episodes in flight on `engine` and returns each trajectory the moment it completes.
 
     Args:
-        engine: the rollout engine (shared by all episodes).
-        tokenizer: the policy's tokenizer; tool tags must be single tokens.
+        engine: the rollout engine (shared by all episodes); any `InferenceEngine`.
+        tokenizer: the policy's tokenizer; tool tags may be single tokens or plain text.
         env_factory: makes a fresh environment for each episode.
         sampling: temperature / top-p / max new tokens per action turn.
         max_tokens: total trajectory length at which an episode ends with reward 0.
@@ -84,7 +90,7 @@ class AgentLoop:
 
     def __init__(
         self,
-        engine: RolloutEngine,
+        engine: InferenceEngine,
         tokenizer: PreTrainedTokenizerBase,
         env_factory: Callable[[], Environment],
         sampling: SamplingParams,
@@ -94,13 +100,14 @@ class AgentLoop:
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
+        self.renderer = TurnRenderer(tokenizer)
         self.env_factory = env_factory
         self.sampling = sampling
         self.max_tokens = max_tokens
         self.env_name = env_name
         self._episodes: dict[str, Episode] = {}
         self._finished: list[Trajectory] = []
-        self._stop_ids_cache: dict[tuple[str, ...], list[int]] = {}
+        self._stops_cache: dict[tuple[str, ...], tuple[list[int], list[str]]] = {}
         self.env_errors = 0
         self._pool = ThreadPoolExecutor(env_workers, "sao-env") if env_workers > 0 else None
         self._env_pending: dict[Future, tuple[Episode, bool]] = {}
@@ -123,10 +130,7 @@ class AgentLoop:
             self._env_failed(episode_id, meta, err, stage="reset")
             return
         episode = Episode(episode_id, task, env, meta)
-        ids = self.tokenizer.encode(prompt, add_special_tokens=False)
-        if self.tokenizer.bos_token_id is not None:
-            ids = [self.tokenizer.bos_token_id, *ids]
-        episode.append_inserted(ids)
+        episode.append_inserted(self.renderer.prompt_ids(prompt))
         self._episodes[episode_id] = episode
         self._submit(episode)
 
@@ -165,19 +169,13 @@ class AgentLoop:
         return out
 
     # ------------------------------------------------------------------ internals
-    def _stop_ids(self, env: Environment) -> list[int]:
+    def _stops(self, env: Environment) -> tuple[list[int], list[str]]:
+        """`(stop token ids, stop strings)` for the environment's closing tags."""
         key = tuple(env.stop_tags)
-        if key not in self._stop_ids_cache:
-            ids = [self.tokenizer.convert_tokens_to_ids(tag) for tag in key]
-            unknown = [
-                tag
-                for tag, i in zip(key, ids, strict=True)
-                if i == self.tokenizer.unk_token_id or i is None
-            ]
-            if unknown:
-                raise ValueError(f"stop_tags: {unknown} are not single tokens of the tokenizer")
-            self._stop_ids_cache[key] = ids
-        return self._stop_ids_cache[key]
+        if key not in self._stops_cache:
+            ids = single_token_ids(self.tokenizer, key)
+            self._stops_cache[key] = (ids, []) if ids is not None else ([], list(key))
+        return self._stops_cache[key]
 
     def _submit(self, episode: Episode) -> None:
         room = self.max_tokens - len(episode.token_ids)
@@ -189,9 +187,8 @@ class AgentLoop:
             top_p=self.sampling.top_p,
             max_new_tokens=min(self.sampling.max_new_tokens, room),
         )
-        self.engine.submit(
-            episode.episode_id, episode.token_ids, params, self._stop_ids(episode.env)
-        )
+        stop_ids, stop_strings = self._stops(episode.env)
+        self.engine.submit(episode.episode_id, episode.token_ids, params, stop_ids, stop_strings)
 
     def _on_action(self, episode: Episode, completion: Completion) -> None:
         episode.append_action(completion)
@@ -235,7 +232,7 @@ class AgentLoop:
         elif ended_on_eos:
             self._finish(episode, reward=0.0, end_reason=END_EOS)
         else:
-            obs = self.tokenizer.encode(result.observation, add_special_tokens=False)
+            obs = self.renderer.observation_ids(result.observation)
             if len(episode.token_ids) + len(obs) >= self.max_tokens:
                 # No room left to act on the observation: end here, within the budget.
                 self._finish(episode, reward=0.0, end_reason=END_MAX_TOKENS)

@@ -36,8 +36,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import Cache, DynamicLayer
 
 from sao.rollout.kv_cache import SlotCache
-from sao.rollout.requests import Completion, SamplingParams
+from sao.rollout.requests import Completion, SamplingParams, checked_request
 from sao.rollout.sampling import sample_tokens
+from sao.rollout.stopping import ends_with_stop_string
 
 __all__ = ["PRECISIONS", "Completion", "RolloutEngine", "SamplingParams"]
 
@@ -52,6 +53,7 @@ class _Sequence:
     prompt_ids: list[int]
     params: SamplingParams
     stop_ids: frozenset[int]
+    stop_strings: tuple[str, ...] = ()
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
@@ -106,6 +108,7 @@ class RolloutEngine:
         self._weights = self._model.state_dict()
         self._max_batch = max_batch
         self._version = version
+        self._tokenizer = tokenizer
         self._eos_id = tokenizer.eos_token_id
         self._max_positions: int | None = getattr(
             self._model.config.get_text_config(), "max_position_embeddings", None
@@ -123,6 +126,7 @@ class RolloutEngine:
         self._cache = SlotCache(self._num_layers)
         self._cache_is_stale = False
         self._refresh_on_update = refresh_cache_on_update
+        self._paused = False
 
     # ------------------------------------------------------------------ public state
     @property
@@ -140,9 +144,35 @@ class RolloutEngine:
         """Submitted sequences not yet admitted."""
         return len(self._waiting)
 
+    @property
+    def is_paused(self) -> bool:
+        """True between `pause()` and `resume()`: `step` decodes nothing."""
+        return self._paused
+
     def has_work(self) -> bool:
         """True while any sequence is active or waiting."""
         return bool(self._active or self._waiting)
+
+    def check_sampling(self, params: SamplingParams) -> None:
+        """Refuse settings whose recorded log-probs the learner cannot recompute.
+
+        The learner recomputes `log_softmax(logits / T)` over the whole vocabulary; with
+        `top_p < 1` this engine records the log-prob renormalised over the nucleus instead.
+
+        Raises:
+            ValueError: `params.top_p < 1`.
+        """
+        if params.top_p < 1.0:
+            raise ValueError(
+                f"rollout.top_p={params.top_p}: the learner recomputes log-probs over the full "
+                "vocabulary, so training needs top_p = 1 (temperature is fine)"
+            )
+
+    def in_flight_tokens(self) -> dict[str, list[int]]:
+        """A copy of the tokens each active sequence has sampled so far, by request id (for
+        streaming a reply while it is generated)."""
+        with self._lock:
+            return {seq.request_id: list(seq.token_ids) for seq in self._active}
 
     # ------------------------------------------------------------------ requests
     def submit(
@@ -151,30 +181,26 @@ class RolloutEngine:
         prompt_ids: list[int],
         params: SamplingParams,
         stop_token_ids: Sequence[int] = (),
+        stop_strings: Sequence[str] = (),
     ) -> None:
         """Queue a request; `prompt_ids` is the whole context so far.
+
+        The segment ends ("stop") on EOS, on any of `stop_token_ids`, or on the token whose text
+        completes one of `stop_strings` (checked on the decoded tail, so a stop string may span
+        several tokens; the completing token may carry text past it).
 
         Raises:
             ValueError: duplicate in-flight `request_id`, empty or over-long prompt, bad token ids.
             TypeError: `params` is not a `SamplingParams`.
         """
-        if not isinstance(request_id, str) or not request_id:
-            raise ValueError(f"submit: request_id must be a non-empty str, got {request_id!r}")
-        if not isinstance(params, SamplingParams):
-            raise TypeError(f"submit: params must be SamplingParams, got {type(params).__name__}")
-        prompt = [int(t) for t in prompt_ids]
-        if not prompt:
-            raise ValueError("submit: prompt_ids is empty")
-        vocab = self._model.get_input_embeddings().num_embeddings
-        if any(not 0 <= t < vocab for t in prompt):
-            raise ValueError(
-                f"submit: prompt_ids must lie in [0, {vocab}) for request {request_id!r}"
-            )
-        if self._max_positions is not None and len(prompt) >= self._max_positions:
-            raise ValueError(
-                f"submit: prompt_ids has {len(prompt)} tokens, the model's context limit is "
-                f"{self._max_positions}"
-            )
+        prompt = checked_request(
+            request_id,
+            prompt_ids,
+            params,
+            stop_strings,
+            self._model.get_input_embeddings().num_embeddings,
+            self._max_positions,
+        )
         stops = frozenset(int(t) for t in stop_token_ids)
         if self._eos_id is not None:
             stops |= {int(self._eos_id)}
@@ -182,7 +208,36 @@ class RolloutEngine:
             if request_id in self._known_ids:
                 raise ValueError(f"submit: request_id {request_id!r} is already in flight")
             self._known_ids.add(request_id)
-            self._waiting.append(_Sequence(request_id, prompt, params, stops))
+            self._waiting.append(_Sequence(request_id, prompt, params, stops, tuple(stop_strings)))
+
+    def abort(self, request_id: str) -> Completion | None:
+        """Drop a waiting or active request at once; returns what it had sampled so far
+        (finish_reason "abort"), or None for an unknown or already finished id."""
+        with self._lock:
+            for index, seq in enumerate(self._waiting):
+                if seq.request_id == request_id:
+                    del self._waiting[index]
+                    return self._retire_aborted(seq)
+            for row, seq in enumerate(self._active):
+                if seq.request_id == request_id:
+                    keep = [r for r in range(len(self._active)) if r != row]
+                    self._active = [self._active[r] for r in keep]
+                    self._cache.select_rows(
+                        torch.tensor(keep, dtype=torch.long, device=self._device)
+                    )
+                    return self._retire_aborted(seq)
+        return None
+
+    def pause(self) -> None:
+        """Stop decoding; in-flight requests keep their state (and continue after `resume`,
+        under whatever weights are current then)."""
+        with self._lock:
+            self._paused = True
+
+    def resume(self) -> None:
+        """Decode again after `pause`."""
+        with self._lock:
+            self._paused = False
 
     def update_weights(self, state_dict: Mapping[str, Tensor], version: int) -> None:
         """Copy `state_dict` into the engine's model; tokens of later steps carry `version`.
@@ -216,6 +271,8 @@ class RolloutEngine:
             The segments that finished in this step (possibly none).
         """
         with self._lock, torch.inference_mode():
+            if self._paused:
+                return []
             if self._cache_is_stale:
                 self._refresh_cache()
             self._admit_waiting()
@@ -225,7 +282,13 @@ class RolloutEngine:
             return self._record_and_retire(tokens, logprobs)
 
     def run_until_done(self) -> list[Completion]:
-        """Step until nothing is active or waiting; completions in finishing order."""
+        """Step until nothing is active or waiting; completions in finishing order.
+
+        Raises:
+            RuntimeError: the engine is paused (it would never finish).
+        """
+        if self._paused:
+            raise RuntimeError("run_until_done: the engine is paused")
         finished: list[Completion] = []
         while self.has_work():
             finished.extend(self.step())
@@ -340,8 +403,16 @@ class RolloutEngine:
             self._cache.select_rows(torch.tensor(keep, dtype=torch.long, device=self._device))
         return finished
 
+    def _retire_aborted(self, seq: _Sequence) -> Completion:
+        self._known_ids.discard(seq.request_id)
+        return Completion(seq.request_id, seq.token_ids, seq.logprobs, seq.versions, "abort")
+
     def _finish_reason(self, seq: _Sequence, token: int) -> str | None:
         if token in seq.stop_ids:
+            return "stop"
+        if seq.stop_strings and ends_with_stop_string(
+            self._tokenizer, seq.token_ids, seq.stop_strings
+        ):
             return "stop"
         if len(seq.token_ids) >= seq.params.max_new_tokens:
             return "length"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -45,8 +46,8 @@ class Completion:
         logprobs: per-token fp32 log-prob under the distribution the token was drawn from, i.e.
             at the request's temperature and top-p (see `sao.rollout.engine`).
         versions: per-token weight version that produced the token's logits.
-        finish_reason: "stop" (a stop token or EOS was sampled) or "length" (max_new_tokens or the
-            model's context limit reached).
+        finish_reason: "stop" (a stop token, stop string or EOS was sampled), "length"
+            (max_new_tokens or the model's context limit reached) or "abort" (`abort` dropped it).
     """
 
     request_id: str
@@ -54,3 +55,39 @@ class Completion:
     logprobs: list[float]
     versions: list[int]
     finish_reason: str
+
+
+def checked_request(
+    request_id: str,
+    prompt_ids: Sequence[int],
+    params: SamplingParams,
+    stop_strings: Sequence[str],
+    vocab_size: int,
+    max_positions: int | None,
+) -> list[int]:
+    """The prompt as a list of ints, once the request is known to be well formed.
+
+    Raises:
+        ValueError: empty `request_id`, empty or over-long prompt, ids outside the vocabulary, or
+            an empty stop string.
+        TypeError: `params` is not a `SamplingParams`.
+    """
+    if not isinstance(request_id, str) or not request_id:
+        raise ValueError(f"submit: request_id must be a non-empty str, got {request_id!r}")
+    if not isinstance(params, SamplingParams):
+        raise TypeError(f"submit: params must be SamplingParams, got {type(params).__name__}")
+    prompt = [int(t) for t in prompt_ids]
+    if not prompt:
+        raise ValueError("submit: prompt_ids is empty")
+    if any(not 0 <= t < vocab_size for t in prompt):
+        raise ValueError(
+            f"submit: prompt_ids must lie in [0, {vocab_size}) for request {request_id!r}"
+        )
+    if max_positions is not None and len(prompt) >= max_positions:
+        raise ValueError(
+            f"submit: prompt_ids has {len(prompt)} tokens, the model's context limit is "
+            f"{max_positions}"
+        )
+    if any(not isinstance(s, str) or not s for s in stop_strings):
+        raise ValueError(f"submit: stop_strings must be non-empty strings, got {stop_strings!r}")
+    return prompt

@@ -11,11 +11,13 @@ from pathlib import Path
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from sao.config import SAOConfig
+from sao.config import ConfigError, SAOConfig
 from sao.envs.base import Environment, Task
 from sao.envs.registry import make_env, make_task_source
+from sao.learner.precision import model_on_device
 from sao.rollout.agent_loop import AgentLoop
-from sao.rollout.engine import RolloutEngine, SamplingParams
+from sao.rollout.engine import SamplingParams
+from sao.rollout.factory import make_engine
 from sao.runtime.scheduler import Scheduler
 from sao.runtime.transport import TrajectoryQueue, WeightChannel
 
@@ -64,25 +66,36 @@ def build_agent_loop(
     seed: int,
     version: int = 0,
     max_batch: int | None = None,
+    for_training: bool = True,
 ) -> AgentLoop:
-    """An engine (its own copy of `policy`, in `rollout.precision`) driven by an agent loop.
+    """An engine (`rollout.engine`, its own copy of `policy`, in `rollout.precision`, on
+    `rollout.engine_device`) driven by an agent loop; for training, sampling settings the learner
+    cannot recompute are refused here.
 
     The one place a config becomes engine and agent-loop arguments: training, value pretraining
-    and every eval sample under the same settings. `max_batch` defaults to `rollout.concurrency`.
+    and every eval sample under the same settings. `max_batch` defaults to `rollout.concurrency`;
+    an eval (`for_training=False`) may sample with any setting, since nothing is learnt from it.
     """
-    engine = RolloutEngine(
-        policy,
-        tokenizer,
-        max_batch=config.rollout.concurrency if max_batch is None else max_batch,
-        precision=config.rollout.precision,
-        seed=seed,
-        version=version,
-    )
+    sampling = sampling_params(config)
+    try:
+        engine = make_engine(
+            config.rollout.engine,
+            model_on_device(policy, config.rollout.engine_device),
+            tokenizer,
+            max_batch=config.rollout.concurrency if max_batch is None else max_batch,
+            precision=config.rollout.precision,
+            seed=seed,
+            version=version,
+        )
+        if for_training:
+            engine.check_sampling(sampling)
+    except ValueError as err:  # a setting this run cannot honour: one line, no traceback
+        raise ConfigError(str(err)) from err
     return AgentLoop(
         engine,
         tokenizer,
         env_factory(config),
-        sampling_params(config),
+        sampling,
         max_tokens=config.env.max_tokens,
         env_name=config.env.name,
         env_workers=config.rollout.env_workers,

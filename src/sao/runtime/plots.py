@@ -1,4 +1,5 @@
-"""PNG plots of a run's metrics (reward, accuracy, explained variance, DIS masks, staleness)."""
+"""PNG plots of a run's metrics (reward, accuracy, explained variance, DIS masks, PPO clipping,
+critic gradient norms, staleness)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,20 @@ PANELS: dict[str, tuple[str, list[str]]] = {
     "reward.png": ("training reward", ["rollout/reward_mean"]),
     "accuracy.png": ("held-out pass@1", ["eval/accuracy"]),
     "explained_variance.png": ("critic explained variance", ["critic/vf_explained_var"]),
-    "dis_mask.png": ("DIS masked fraction", ["actor/dis_masked_low", "actor/dis_masked_high"]),
+    "dis_mask.png": (
+        "DIS masked fraction",
+        [
+            "actor/dis_masked_low",
+            "actor/dis_masked_high",
+            "actor/dis_would_mask_low",
+            "actor/dis_would_mask_high",
+        ],
+    ),
+    "pg_clipfrac.png": ("PPO clipped fraction", ["actor/pg_clipfrac"]),
+    "critic_grad_norm.png": (
+        "critic gradient norm",
+        ["critic/grad_norm_shared", "critic/grad_norm_all"],
+    ),
     "staleness.png": ("staleness (versions)", ["rollout/staleness_mean", "rollout/staleness_max"]),
 }
 

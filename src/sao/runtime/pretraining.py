@@ -13,6 +13,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.config import SAOConfig
 from sao.envs.registry import make_task_source
+from sao.learner.precision import resolve_device
 from sao.learner.value_pretrain import pretrain_value
 from sao.models.critic import ValueModel
 from sao.runtime.builders import build_agent_loop
@@ -49,6 +50,7 @@ def run_value_pretraining(
         config, policy, tokenizer, config.critic.pretrain.num_trajectories
     )
     sampled_s = time.perf_counter() - t0
+    critic.to(resolve_device(config.train.learner_device))  # trained where the learner trains it
     curve = pretrain_value(critic, trajectories, config, tokenizer.pad_token_id, progress=progress)
     if curve:
         last = curve[-1]

@@ -3,12 +3,16 @@
 Same interface and same rollout code as `LocalBackend` (the actor builds its scheduler with
 `sao.runtime.builders`), so both pass the same integration test. `train.ray_address` joins an
 existing cluster; otherwise a local Ray starts with the machine's CPUs. Actors ask for no CPU
-reservation (`num_cpus=0`) so they fit on a 2-core laptop; on a cluster, give them resources via
-Ray's usual options.
+reservation (`num_cpus=0`) so they fit on a 2-core laptop; `rollout.ray_resources` and
+`train.ray_learner_resources` ask for custom resources, which places the rollout worker and the
+learner on the nodes that offer them (e.g. `ray start --resources '{"engine": 1}'`).
 
-Weights travel learner actor -> weight store actor (the driver only sends the order); the
-trajectory log is written by the rollout actor (on a multi-node cluster, put the run directory on
-a shared filesystem).
+Across nodes, nothing needs a shared disk and no weights pass through the driver:
+- weights travel learner actor -> weight store actor -> rollout actor (the driver sends only the
+  order to publish);
+- the driver owns the run directory: a thread of its own drains the trajectory queue actor the
+  moment trajectories arrive and logs them (fsynced) before the learner can see them. Workers
+  write nothing. `ray_nodes.json` in the run directory records which node ran what.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from ray.util.queue import Empty, Queue
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.config import SAOConfig
+from sao.runtime.durable import atomic_write_json
 from sao.runtime.run_dir import TrajectoryLog
+from sao.runtime.transport import LocalTrajectoryQueue
 from sao.trajectory import Trajectory
 
 _ACTOR = {"num_cpus": 0}
@@ -56,17 +62,17 @@ class WeightStore:
     def fetch(self) -> tuple[dict[str, torch.Tensor] | None, int]:
         return self.state, self.version
 
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
 
 class _RemoteQueue:
     """`TrajectoryQueue` over a Ray queue actor (used inside the rollout actor)."""
 
-    def __init__(self, queue: Queue, log_dir: str | None) -> None:
+    def __init__(self, queue: Queue) -> None:
         self.queue = queue
-        self.log = TrajectoryLog(Path(log_dir)) if log_dir else None
 
     def put(self, items: list[Trajectory]) -> None:
-        if self.log is not None:
-            self.log.append(items)
         self.queue.put_nowait_batch([t.to_dict() for t in items])
 
 
@@ -97,7 +103,6 @@ class RolloutWorker:
         version: int,
         start_index: int,
         abandoned: int,
-        log_dir: str | None,
     ) -> None:
         from sao.runtime.builders import build_scheduler
 
@@ -106,7 +111,7 @@ class RolloutWorker:
             config,
             policy,
             tokenizer,
-            _RemoteQueue(queue, log_dir),
+            _RemoteQueue(queue),
             _RemoteWeights(store),
             version=version,
             start_index=start_index,
@@ -129,6 +134,9 @@ class RolloutWorker:
 
     def stats(self) -> dict[str, Any]:
         return {**self.scheduler.snapshot(self.started_at), "error": self.error}
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
 
 
 @ray.remote(**_ACTOR)
@@ -155,6 +163,9 @@ class LearnerActor:
     def state_dict(self) -> dict[str, Any]:
         return self.learner.state_dict()
 
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
 
 class RemoteLearner:
     """The driver's view of a `LearnerActor`, with the methods `train()` uses of a `Learner`.
@@ -164,11 +175,11 @@ class RemoteLearner:
     tracked on the driver: only `step` advances it.
     """
 
-    def __init__(self, local: Any) -> None:
+    def __init__(self, local: Any, resources: dict[str, float]) -> None:
         self._local = local
         self._version = int(local.version)
         self._local_version = self._version
-        self.actor = LearnerActor.remote(local)
+        self.actor = LearnerActor.options(resources=resources).remote(local)
 
     @property
     def version(self) -> int:
@@ -193,6 +204,60 @@ class RemoteLearner:
         return ray.get(self.actor.state_dict.remote())
 
 
+PLACEMENT_TIMEOUT_S = 120.0
+"""How long an actor may wait for a node offering its resources before the run stops."""
+
+
+class _Drain:
+    """A driver thread moving trajectories from the queue actor to a local queue, logging each
+    (fsynced) before the learner can take it: the driver's process owns the run directory."""
+
+    def __init__(
+        self, source: Queue, log: TrajectoryLog | None, sink: LocalTrajectoryQueue
+    ) -> None:
+        self.source, self.log, self.sink = source, log, sink
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sao-ray-drain", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread, then log what the (stopped) rollout side left in the queue actor,
+        so every trajectory that completed is in the run directory."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+        try:
+            if self.error is None:
+                self._move([])
+        finally:
+            if self.log is not None:
+                self.log.close()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    first = self.source.get(timeout=0.5)
+                except Empty:
+                    continue
+                self._move([first])
+        except BaseException as err:  # surfaced to the learner's thread by next_batch
+            self.error = err
+
+    def _move(self, taken: list[dict]) -> None:
+        # This thread is the only consumer, so everything counted is there to take.
+        waiting = self.source.qsize()
+        rest = self.source.get_nowait_batch(waiting) if waiting else []
+        items = [Trajectory.from_dict(d) for d in (*taken, *rest)]
+        if items:
+            if self.log is not None:
+                self.log.append(items)
+            self.sink.put(items)
+
+
 class RayBackend:
     """Driver-side handle implementing `sao.runtime.backends.Backend`."""
 
@@ -211,45 +276,75 @@ class RayBackend:
             raise ValueError("train.mode: the ray backend runs async only; use --backend local")
         _init_ray(config.train.ray_address)
         self.config = config
+        self.log_dir = log_dir
         self.queue = Queue(actor_options=_ACTOR)
         self.store = WeightStore.remote(version)
-        self.worker = RolloutWorker.remote(
-            config,
-            policy,
-            tokenizer,
-            self.queue,
-            self.store,
-            version,
-            start_index,
-            abandoned,
-            str(log_dir) if log_dir is not None else None,
+        self.worker = RolloutWorker.options(resources=config.rollout.ray_resources).remote(
+            config, policy, tokenizer, self.queue, self.store, version, start_index, abandoned
         )
-        self._started_at = time.perf_counter()
+        self.ready = LocalTrajectoryQueue()
+        log = TrajectoryLog(log_dir) if log_dir is not None else None
+        self.drain = _Drain(self.queue, log, self.ready)
+        self.learner_actor: Any = None
 
     def attach_learner(self, learner: Any) -> RemoteLearner:
-        """Move the learner into its actor; the driver keeps a handle with the same methods."""
-        return RemoteLearner(learner)
+        """Move the learner into its actor (on a node offering `train.ray_learner_resources`);
+        the driver keeps a handle with the same methods. Records where each actor runs."""
+        remote = RemoteLearner(learner, self.config.train.ray_learner_resources)
+        self.learner_actor = remote.actor
+        placement = self.placement()
+        if self.log_dir is not None:
+            atomic_write_json(self.log_dir / "ray_nodes.json", placement)
+        return remote
+
+    def placement(self) -> dict[str, Any]:
+        """The Ray node id of the driver and of each actor, and each live node's resources
+        (`nodes`: node id -> resource totals).
+
+        Raises:
+            RuntimeError: naming the actor and the resources it asked for, when no node offered
+                them within `PLACEMENT_TIMEOUT_S`.
+        """
+        actors = {
+            "rollout": (self.worker, self.config.rollout.ray_resources),
+            "weight_store": (self.store, {}),
+        }
+        if self.learner_actor is not None:
+            actors["learner"] = (self.learner_actor, self.config.train.ray_learner_resources)
+        out: dict[str, Any] = {"driver": ray.get_runtime_context().get_node_id()}
+        for name, (actor, resources) in actors.items():
+            try:
+                out[name] = ray.get(actor.node_id.remote(), timeout=PLACEMENT_TIMEOUT_S)
+            except ray.exceptions.GetTimeoutError:
+                raise RuntimeError(
+                    f"ray: the {name} actor was not placed within {PLACEMENT_TIMEOUT_S:.0f} s; "
+                    f"no node offers resources {resources}"
+                ) from None
+        out["nodes"] = {n["NodeID"]: n["Resources"] for n in ray.nodes() if n["Alive"]}
+        return out
 
     def start(self) -> None:
-        self._started_at = time.perf_counter()
+        self.drain.start()
         self.worker.run.remote()
 
     def requeue(self, trajectories: list[Trajectory]) -> None:
-        if trajectories:
-            self.queue.put_nowait_batch([t.to_dict() for t in trajectories])
+        """Already-logged trajectories go straight to the learner's side (never logged twice)."""
+        self.ready.put(trajectories)
 
     def next_batch(self, n: int, timeout: float | None = None) -> list[Trajectory]:
         deadline = None if timeout is None else time.monotonic() + timeout
         out: list[Trajectory] = []
         while len(out) < n:
-            try:
-                out.append(Trajectory.from_dict(self.queue.get(timeout=1.0)))
-            except Empty:
-                error = ray.get(self.worker.stats.remote())["error"]
-                if error:
-                    raise RuntimeError(f"rollout actor failed: {error}") from None
-                if deadline is not None and time.monotonic() > deadline:
-                    break
+            out += self.ready.get_batch(n - len(out), timeout=1.0)
+            if len(out) >= n:
+                break
+            if self.drain.error is not None:
+                raise RuntimeError(f"trajectory drain failed: {self.drain.error!r}")
+            error = ray.get(self.worker.stats.remote())["error"]
+            if error:
+                raise RuntimeError(f"rollout actor failed: {error}")
+            if deadline is not None and time.monotonic() > deadline:
+                break
         return out
 
     def publish_weights(self, learner: RemoteLearner) -> None:
@@ -258,12 +353,14 @@ class RayBackend:
 
     def rollout_stats(self) -> dict[str, Any]:
         stats = ray.get(self.worker.stats.remote())
-        stats["queued"] = self.queue.size()
+        stats["queued"] = self.ready.qsize() + self.queue.size()
         return stats
 
     def close(self) -> None:
         try:
             ray.get(self.worker.stop.remote(), timeout=30)
         finally:
+            self.drain.stop()
+            # The learner actor outlives the backend: the run's report reads its final policy.
             for actor in (self.worker, self.store, self.queue.actor):
                 ray.kill(actor)

@@ -1,6 +1,7 @@
 """The `calc` environment: tool-integrated integer arithmetic.
 
-A trajectory reads like (tags are single tokens for the policy):
+A trajectory reads like (tags are single tokens of the tiny default's tokenizer, several tokens
+of a BPE one):
 
     Q: 347*29+18=?
     <python>print(347*29+18)</python><output>10081</output><answer>10081</answer>

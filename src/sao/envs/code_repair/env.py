@@ -1,6 +1,7 @@
 """The `code_repair` environment: a tiny SWE-Bench with one seeded bug per file.
 
-A trajectory reads like (tags are single tokens for the policy):
+A trajectory reads like (tags are single tokens of the tiny default's tokenizer, several tokens
+of a BPE one):
 
     Fix the bug. clamp(x, lo, hi) returns x limited to lo..hi.
     1 def clamp(x, lo, hi):

@@ -1,0 +1,118 @@
+"""Flags and entry points of `sao serve` and `sao simulate` (registered in `sao.cli`).
+
+Nothing heavy is imported here: the parser is built on every `sao` call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sao.config import SAOConfig
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """`sao serve` flags (besides --preset/--config/--set/--env, added by `sao.cli`)."""
+    parser.add_argument("--model", required=True, help="saved policy directory to serve")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--db", default="runs/serve/serve.db", help="SQLite file (reused: a restart resumes)"
+    )
+    parser.add_argument("--api-key", help="bearer key clients must send (or set SAO_API_KEY)")
+    parser.add_argument(
+        "--warmup-batches",
+        type=int,
+        default=2,
+        help="critic-only batches before the first policy update (ignored without a critic)",
+    )
+    parser.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    parser.add_argument("--max-prompt-tokens", type=int, help="default: env.max_tokens - 1")
+    parser.add_argument("--max-tokens-cap", type=int, help="default: rollout.max_new_tokens")
+    parser.add_argument("--requests-per-minute", type=int, default=600, help="per API key")
+    parser.add_argument(
+        "--max-concurrent", type=int, help="generations in flight (default: rollout.concurrency)"
+    )
+
+
+def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
+    """`sao simulate` flags."""
+    parser.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--api-key", help="bearer key (or set SAO_API_KEY)")
+    parser.add_argument("--env", default="style_stream", help="environment whose users to simulate")
+    parser.add_argument("--requests", type=int, default=256, help="conversations to run")
+    parser.add_argument("--concurrency", type=int, default=4, help="users at once")
+    parser.add_argument(
+        "--switch-every", type=int, help="requests per preferred-style phase (env default if unset)"
+    )
+    parser.add_argument("--window", type=int, default=32, help="requests per report window")
+    parser.add_argument("--out", default="runs/simulate", help="report directory")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run_serve_command(config: SAOConfig, args: argparse.Namespace) -> int:
+    """Build the service and run it under uvicorn until interrupted."""
+    import uvicorn
+
+    from sao.serve.app import create_app
+    from sao.serve.auth import check_bind, resolve_api_key
+    from sao.serve.limits import Limits
+    from sao.serve.service import build_service, default_limits
+
+    api_key = resolve_api_key(args.api_key)
+    base = default_limits(config)
+    try:
+        check_bind(args.host, api_key)
+        limits = Limits(
+            max_body_bytes=args.max_body_bytes,
+            max_prompt_tokens=args.max_prompt_tokens or base.max_prompt_tokens,
+            max_tokens_cap=args.max_tokens_cap or base.max_tokens_cap,
+            requests_per_minute=args.requests_per_minute,
+            max_concurrent=args.max_concurrent or base.max_concurrent,
+        )
+        service = build_service(
+            config, args.model, args.db, api_key, limits, warmup_batches=args.warmup_batches
+        )
+    except ValueError as err:
+        print(f"sao serve: {err}", file=sys.stderr)
+        return 2
+    print(
+        f"sao serve: {service.model_name} at policy version {service.worker.version} "
+        f"({config.preset} on {config.env.name}), db {args.db}, "
+        f"{'key required' if api_key else 'no key (loopback only)'}",
+        file=sys.stderr,
+    )
+    uvicorn.run(create_app(service), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def run_simulate_command(args: argparse.Namespace) -> int:
+    """Drive a running server with simulated users; write the adaptation report."""
+    import httpx
+    import openai
+
+    from sao.serve.auth import resolve_api_key
+    from sao.serve.simulate import simulate
+
+    try:
+        summary = simulate(
+            url=args.url,
+            api_key=resolve_api_key(args.api_key),
+            env=args.env,
+            requests=args.requests,
+            concurrency=args.concurrency,
+            switch_every=args.switch_every,
+            window=args.window,
+            out=args.out,
+            seed=args.seed,
+        )
+    except ValueError as err:
+        print(f"sao simulate: {err}", file=sys.stderr)
+        return 2
+    except (httpx.HTTPError, openai.APIError) as err:
+        print(f"sao simulate: the server at {args.url} failed: {err}", file=sys.stderr)
+        return 1
+    import json
+
+    print(json.dumps(summary, indent=2))
+    return 0

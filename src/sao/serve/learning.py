@@ -1,0 +1,229 @@
+"""Learning live: the same `Learner` as `sao train`, fed by the feedback the service accepts.
+
+A thread waits until `batch_size` rewarded completions are pending in the store, then:
+
+    batch = oldest pending feedback (completion order of the rewards, late ones included)
+    drop (and count) trajectories older than `max_staleness` versions, when a limit is set
+    warm-up phase: critic-only updates on Monte-Carlo returns (the value-pretraining role)
+    otherwise:     learner.step(batch) -> publish the new weights to the serving engine
+    checkpoint file, then ONE store transaction: the checkpoint row + the feedback it trained
+
+so after a kill the newest recorded checkpoint holds exactly the training of the feedback marked
+trained, and everything else is still pending (see `sao.serve.store`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from sao.core.advantages import token_gae
+from sao.core.losses import value_loss
+from sao.core.metrics import explained_variance
+from sao.learner.chunking import chunked_forward
+from sao.learner.optim import apply_gradients
+from sao.learner.step import Learner
+from sao.serve.metrics import ServeMetrics
+from sao.serve.store import Store
+from sao.trajectory import Trajectory, collate
+
+log = logging.getLogger(__name__)
+
+_KEEP_CHECKPOINT_FILES = 2
+
+
+def critic_warmup_step(learner: Learner, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """K critic updates towards Monte-Carlo returns, the actor untouched (no new version).
+
+    Live traffic has no frozen initial policy to sample a pretraining set from beforehand, so the
+    first batches of real feedback play that role.
+    """
+    if learner.critic is None or learner.critic_optimizer is None:
+        raise ValueError("critic_warmup_step: the learner has no critic")
+    config = learner.config
+    batch = collate(trajectories, learner.pad_token_id)
+    ids, attn = batch.input_ids.to(learner.device), batch.attention_mask.to(learner.device)
+    mask, rewards = batch.action_mask.to(learner.device), batch.rewards.to(learner.device)
+    _, returns = token_gae(rewards, torch.zeros_like(rewards), mask, config.algo.gamma, 1.0)
+    losses, first_values = [], None
+    for _ in range(config.critic.k_updates):
+        values = chunked_forward(learner.critic, ids, attn, config.train.micro_batch_tokens)
+        if first_values is None:
+            first_values = values.detach()
+        loss, _ = value_loss(values, returns, mask, agg=config.algo.agg)
+        apply_gradients(learner.critic_optimizer, loss, config.critic.optim.grad_clip)
+        losses.append(float(loss.detach()))
+    assert first_values is not None
+    return {
+        "critic/vf_loss": sum(losses) / len(losses),
+        "critic/vf_explained_var": explained_variance(first_values, returns, mask),
+        "rollout/reward_mean": float(batch.scores.mean()),
+    }
+
+
+def split_stale(
+    batch: Sequence[tuple[str, Trajectory]], version: int, bound: int | None
+) -> tuple[list[tuple[str, Trajectory]], list[tuple[str, Trajectory]]]:
+    """`(kept, dropped)`: trajectories more than `bound` versions old are dropped."""
+    if bound is None:
+        return list(batch), []
+    kept = [(i, t) for i, t in batch if t.staleness(version) <= bound]
+    dropped = [(i, t) for i, t in batch if t.staleness(version) > bound]
+    return kept, dropped
+
+
+class LiveLearner:
+    """Trains on accepted feedback in the background and publishes weights to the engine.
+
+    Args:
+        learner: the learner (already restored from the latest checkpoint, if any).
+        store: the service's store.
+        publish: `(weights, version) -> None`, e.g. `EngineWorker.publish`.
+        checkpoint_dir: where checkpoint files go.
+        batch_size: rewarded completions per learner step.
+        warmup_batches: critic-only batches before the first actor update (0 without a critic).
+        max_staleness: drop trajectories older than this many versions; None keeps all.
+        metrics: the server's Prometheus metrics.
+        seq: the latest checkpoint's sequence number (0 when starting fresh).
+        warmup_done: warm-up batches already trained (from the latest checkpoint).
+    """
+
+    def __init__(
+        self,
+        learner: Learner,
+        store: Store,
+        publish: Callable[[Mapping[str, Tensor], int], None],
+        checkpoint_dir: Path,
+        batch_size: int,
+        warmup_batches: int,
+        max_staleness: int | None,
+        metrics: ServeMetrics,
+        seq: int = 0,
+        warmup_done: int = 0,
+    ) -> None:
+        self.learner = learner
+        self.store = store
+        self.publish = publish
+        self.checkpoint_dir = Path(checkpoint_dir)
+        self.batch_size = batch_size
+        self.warmup_batches = warmup_batches if learner.critic is not None else 0
+        self.max_staleness = max_staleness
+        self.metrics = metrics
+        self.seq = seq
+        self.warmup_done = warmup_done
+        self.last_metrics: dict[str, float] = {}
+        self.last_error: str | None = None
+        self.training = False
+        self.busy_s = 0.0  # seconds spent in learner steps since start
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sao-serve-learner", daemon=True)
+
+    @property
+    def version(self) -> int:
+        return self.learner.version
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=120)
+
+    def notify(self) -> None:
+        """New feedback was stored; the thread checks whether a batch is ready."""
+        self._wake.set()
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "checkpoint": self.seq,
+            "warmup_batches_done": min(self.warmup_done, self.warmup_batches),
+            "warmup_batches": self.warmup_batches,
+            "batch_size": self.batch_size,
+            "training": self.training,
+            "busy_s": self.busy_s,
+            "last_error": self.last_error,
+            "last_metrics": self.last_metrics,
+        }
+
+    # ------------------------------------------------------------------ the learner thread
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=0.5)
+            self._wake.clear()
+            try:
+                while not self._stop.is_set() and self.train_once():
+                    pass
+            except Exception as err:  # keep serving; the feedback stays pending for a retry
+                self.last_error = f"{type(err).__name__}: {err}"
+                log.exception("live learner step failed")
+                self._stop.wait(5.0)
+
+    def train_once(self) -> bool:
+        """Train on one batch if one is ready; True when it did."""
+        pending = self.store.pending_batch(self.batch_size)
+        if len(pending) < self.batch_size:
+            return False
+        self.training = True
+        try:
+            t0 = time.perf_counter()
+            kept, dropped = split_stale(pending, self.learner.version, self.max_staleness)
+            trajectories = [t for _, t in kept]
+            metrics: dict[str, float] = {}
+            if trajectories and self.warmup_done < self.warmup_batches:
+                metrics = critic_warmup_step(self.learner, trajectories)
+                self.warmup_done += 1
+                phase = "critic_warmup"
+            elif trajectories:
+                metrics = self.learner.step(trajectories)
+                self.publish(self.learner.policy_state_dict(), self.learner.version)
+                phase = "actor_critic"
+            else:
+                phase = "all_dropped"
+            metrics["rollout/dropped_stale"] = float(len(dropped))
+            metrics["time/learner_step"] = time.perf_counter() - t0
+            self.busy_s += metrics["time/learner_step"]
+            self.last_metrics = metrics
+            self._checkpoint([i for i, _ in kept], [i for i, _ in dropped], metrics)
+            self.metrics.learner_steps.labels(phase=phase).inc()
+            self.metrics.learner_seconds.observe(metrics["time/learner_step"])
+            self.metrics.policy_version.set(self.learner.version)
+            self.metrics.set_counts(self.store.counts())
+            self.last_error = None
+            return True
+        finally:
+            self.training = False
+
+    def _checkpoint(
+        self, trained: list[str], dropped: list[str], metrics: dict[str, float]
+    ) -> None:
+        seq = self.seq + 1
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        path = self.checkpoint_dir / f"checkpoint_{seq:06d}.pt"
+        tmp = path.with_suffix(".tmp")
+        state = {"learner": self.learner.state_dict(), "warmup_done": self.warmup_done}
+        with tmp.open("wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        self.store.record_checkpoint(seq, self.learner.version, path, trained, dropped, metrics)
+        self.seq = seq
+        for old in self.store.checkpoint_paths()[:-_KEEP_CHECKPOINT_FILES]:
+            old.unlink(missing_ok=True)
+
+
+def load_checkpoint(path: Path, learner: Learner) -> int:
+    """Restore `learner` from a checkpoint file; returns the warm-up batches it had done."""
+    state = torch.load(path, weights_only=False)
+    learner.load_state_dict(state["learner"])
+    return int(state["warmup_done"])

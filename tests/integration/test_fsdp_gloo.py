@@ -1,0 +1,117 @@
+"""FSDP2 sharding of the learner, on CPU: two processes in a gloo group shard the policy and the
+critic with `fully_shard`, take one learner step on the same batch, and must match an unsharded
+learner's step (loss, metrics and the weights after the step)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+from sao.config import load_config
+from sao.learner import Learner
+from sao.learner.sharding import is_sharded, shard_units, should_shard, world_size
+from sao.models.critic import ValueModel
+from sao.models.policy import token_logprobs
+from sao.trajectory import Trajectory
+
+VOCAB = 64
+OVERRIDES = ["actor.lr=1e-3", "critic.optim.lr=1e-3", "critic.k_updates=1"]
+
+
+def tiny_policy() -> Qwen3MoeForCausalLM:
+    config = Qwen3MoeConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        intermediate_size=64,
+    )
+    torch.manual_seed(0)
+    return Qwen3MoeForCausalLM(config).float().eval()
+
+
+def trajectories(policy: torch.nn.Module) -> list[Trajectory]:
+    gen = torch.Generator().manual_seed(1)
+    out = []
+    for i in range(4):
+        ids = torch.randint(1, VOCAB, (12,), generator=gen)
+        mask = [0] * 4 + [1] * 8
+        with torch.no_grad():
+            logprobs = token_logprobs(policy, ids[None], torch.ones(1, 12))[0]
+        out.append(
+            Trajectory(
+                token_ids=ids.tolist(),
+                action_mask=mask,
+                rollout_logprobs=[float(lp) * m for lp, m in zip(logprobs, mask, strict=True)],
+                policy_versions=[0 if m else -1 for m in mask],
+                reward=float(i % 2),
+                turn_spans=((4, 12),),
+                metadata={"index": i},
+            )
+        )
+    return out
+
+
+def one_step() -> tuple[dict[str, float], dict[str, torch.Tensor], bool]:
+    policy = tiny_policy()
+    batch = trajectories(policy)
+    learner = Learner(
+        policy, load_config("sao", overrides=OVERRIDES), ValueModel.from_policy(policy)
+    )
+    metrics = learner.step(batch)
+    return metrics, learner.policy_state_dict(), is_sharded(learner.policy)
+
+
+def rank_main(rank: int, port: int, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        metrics, weights, sharded = one_step()
+        if rank == 0:
+            torch.save({"metrics": metrics, "weights": weights, "sharded": sharded}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_two_rank_fsdp2_step_matches_the_unsharded_step(tmp_path: Path) -> None:
+    out = tmp_path / "rank0.pt"
+    mp.spawn(rank_main, args=(free_port(), str(out)), nprocs=2, join=True)
+    sharded = torch.load(out, weights_only=False)
+    metrics, weights, was_sharded = one_step()
+
+    assert sharded["sharded"] and not was_sharded
+    for key in ("actor/pg_loss", "actor/grad_norm", "critic/vf_loss", "critic/grad_norm"):
+        assert sharded["metrics"][key] == pytest.approx(metrics[key], rel=1e-4, abs=1e-6), key
+    assert sharded["weights"].keys() == weights.keys()
+    for name, tensor in weights.items():
+        torch.testing.assert_close(sharded["weights"][name], tensor, rtol=1e-4, atol=1e-6)
+    start = tiny_policy().state_dict()
+    assert any(not torch.equal(start[k], weights[k]) for k in start)  # the step moved weights
+
+
+def test_the_wrapping_decision() -> None:
+    assert world_size() == 1
+    assert not should_shard(1) and should_shard(2)
+    with pytest.raises(ValueError, match="ranks must be >= 1"):
+        should_shard(0)
+    policy = tiny_policy()
+    units = shard_units(policy)
+    assert units[:-1] == list(policy.model.layers) and units[-1] is policy

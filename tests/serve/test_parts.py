@@ -1,0 +1,88 @@
+"""The service's parts on their own: message layout, rate limiter, store."""
+
+from __future__ import annotations
+
+import pytest
+
+from sao.envs import make_task_source
+from sao.models.tokenizer import build_tokenizer
+from sao.serve.chat_format import message_text, render_ids, reply_text
+from sao.serve.limits import RateLimiter
+from sao.serve.store import (
+    DuplicateFeedback,
+    Store,
+    StoredCompletion,
+    UnknownCompletion,
+)
+
+TOKENIZER = build_tokenizer()
+
+
+def test_a_user_message_renders_as_the_environment_prompt():
+    task = next(make_task_source("style_stream").stream("train", 0))
+    # The agent loop's first context: BOS + the prompt text, exactly.
+    expected = [TOKENIZER.bos_token_id, *TOKENIZER.encode(task.prompt, add_special_tokens=False)]
+    assert render_ids([{"role": "user", "content": task.prompt}], TOKENIZER) == expected
+    assert (
+        render_ids([{"role": "user", "content": task.prompt.rstrip("\n")}], TOKENIZER) == expected
+    )
+
+
+def test_roles_map_to_prompt_observation_and_action_text():
+    assert message_text("system", "be brief") == "be brief\n"
+    assert message_text("tool", "42") == "<output>42</output>"
+    assert message_text("assistant", "<answer>x</answer>") == "<answer>x</answer>"
+    ids = TOKENIZER.encode("<answer>hi</answer>", add_special_tokens=False)
+    assert reply_text([*ids, TOKENIZER.eos_token_id], TOKENIZER) == "<answer>hi</answer>"
+
+
+def test_rate_limiter_slides_over_one_minute():
+    now = [0.0]
+    limiter = RateLimiter(3, clock=lambda: now[0])
+    assert [limiter.allow("a") for _ in range(3)] == [None, None, None]
+    now[0] = 20.0
+    assert limiter.allow("a") == pytest.approx(40.0)  # the first request leaves the window at 60
+    assert limiter.allow("b") is None  # another key has its own window
+    now[0] = 60.5
+    assert limiter.allow("a") is None
+
+
+def _completion(cid: str) -> StoredCompletion:
+    trajectory = {
+        "token_ids": [1, 5, 6],
+        "action_mask": [0, 1, 1],
+        "rollout_logprobs": [0.0, -0.5, -0.25],
+        "policy_versions": [-1, 0, 0],
+        "turn_spans": [[1, 3]],
+        "metadata": {},
+    }
+    return StoredCompletion(cid, None, f"hash-{cid}", [], "text", "stop", trajectory)
+
+
+def test_store_feedback_states_and_reopen(tmp_path):
+    store = Store(tmp_path / "s.db")
+    for cid in ("a", "b", "c"):
+        store.add_completion(_completion(cid), "key")
+    store.add_feedback("a", 1.0)
+    store.add_feedback("b", 0.0)
+    with pytest.raises(DuplicateFeedback):
+        store.add_feedback("a", 0.5)
+    with pytest.raises(UnknownCompletion):
+        store.add_feedback("zzz", 1.0)
+    batch = store.pending_batch(5)
+    assert [cid for cid, _ in batch] == ["a", "b"]  # in the order the rewards arrived
+    assert [t.reward for _, t in batch] == [1.0, 0.0]
+    store.record_checkpoint(1, 1, tmp_path / "c1.pt", ["a"], ["b"], {"x": float("nan")})
+    store.close()
+
+    reopened = Store(tmp_path / "s.db")
+    assert reopened.counts() == {
+        "completions": 3,
+        "feedback": 2,
+        "trained": 1,
+        "dropped": 1,
+        "pending": 0,
+    }
+    latest = reopened.latest_checkpoint()
+    assert (latest.seq, latest.version, latest.metrics) == (1, 1, {"x": None})
+    assert reopened.completion_by_context("hash-c").id == "c"

@@ -1,0 +1,51 @@
+"""`rollout.engine` picks the inference engine; settings a run cannot honour stop it in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from sao.cli import main
+from sao.config import ConfigError, load_config
+from sao.models.policy import build_tiny_policy
+from sao.models.tokenizer import build_tokenizer
+from sao.rollout.engine import RolloutEngine
+from sao.rollout.factory import make_engine
+from sao.runtime.builders import build_agent_loop
+
+
+@pytest.fixture(scope="module")
+def parts():
+    tokenizer = build_tokenizer()
+    return build_tiny_policy(tokenizer, seed=0), tokenizer
+
+
+def test_builtin_is_the_default_engine(parts) -> None:
+    config = load_config("sao", None, [])
+    assert config.rollout.engine == "builtin"
+    loop = build_agent_loop(config, *parts, seed=0)
+    assert isinstance(loop.engine, RolloutEngine)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [(["rollout.engine=vllm"], "not implemented"), (["rollout.top_p=0.9"], "top_p = 1")],
+)
+def test_a_setting_the_run_cannot_honour_is_a_config_error(parts, overrides, message) -> None:
+    config = load_config("sao", None, overrides)
+    with pytest.raises(ConfigError, match=message):
+        build_agent_loop(config, *parts, seed=0)
+
+
+def test_an_unknown_engine_name_is_refused(parts) -> None:
+    with pytest.raises(ValueError, match="rollout.engine"):
+        make_engine("nope", *parts, max_batch=1, precision="fp32", seed=0)
+
+
+def test_sao_train_with_the_vllm_engine_exits_with_one_line(
+    bpe_qwen3_dense_dir, tmp_path, capsys
+) -> None:
+    argv = ["train", "--steps", "1", "--out", str(tmp_path / "run")]
+    argv += ["--set", f"model.path={bpe_qwen3_dense_dir}", "--set", "rollout.engine=vllm"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("sao train: rollout.engine=vllm")
