@@ -156,7 +156,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("config", help="print the resolved config as YAML")
     _add_config_flags(show)
+
+    rep = sub.add_parser("reproduce", help="check the paper's claims (a)-(g) over seeds")
+    _add_common_flags(rep)
+    rep.add_argument("--claims", type=_claim_letters, help="claim letters, e.g. c,f (default: all)")
+    rep.add_argument("--seeds", type=_positive_int, default=3, help="seeds per arm (default: 3)")
+    rep.add_argument("--budget", choices=["quick", "full"], default="quick", help="run size")
+    rep.add_argument("--out", default="runs/reproduce", help="study directory (resumable)")
     return parser
+
+
+def _claim_letters(text: str) -> list[str]:
+    from sao.reproduce.command import parse_claims
+
+    try:
+        return parse_claims(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _debug_requested(args: argparse.Namespace) -> bool:
@@ -250,6 +266,11 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         return run_simulate_command(args)
     if args.command == "train":
         return _train(args, prog)
+    if args.command == "reproduce":
+        from sao.reproduce.command import CLAIMS, run_reproduce_command
+
+        claims = args.claims or list(CLAIMS)
+        return run_reproduce_command(claims, args.seeds, args.budget, args.out)
     raise AssertionError(f"unhandled command {args.command}")
 
 

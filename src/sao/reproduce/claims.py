@@ -1,0 +1,232 @@
+"""The paper's claims (a)-(g) as data: arms, metrics, the direction each comparison expects.
+
+An arm is a preset on an environment with a few overrides; it is named by `Arm.key`, which is
+also its directory under `--out`, so an arm that several claims compare (`sao` on calc) runs once
+per seed and is read by all of them. A comparison reads one metric from two sides, each side an
+arm or the difference of two arms (claim (b) compares how much each algorithm's accuracy changes
+under the staleness overlay), per seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sao.reproduce import readers
+from sao.reproduce.readers import Metric
+from sao.reproduce.stats import Relation
+
+# `examples/staleness.yaml`, as overrides: bf16 engine against the fp32 learner, 128 trajectories
+# in flight and 8 batches of run-ahead (trajectories about 5 versions old), a 3x actor step.
+STALENESS_OVERRIDES: tuple[str, ...] = (
+    "rollout.precision=bf16",
+    "rollout.concurrency=128",
+    "rollout.max_ahead=8",
+    "actor.lr=3.0e-4",
+)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One configuration that is run once per seed."""
+
+    key: str
+    env: str
+    preset: str
+    overrides: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        extra = " + staleness overlay" if self.overrides == STALENESS_OVERRIDES else ""
+        return f"`{self.preset}` on {self.env}{extra}"
+
+
+def _arm(env: str, preset: str, stale: bool = False) -> Arm:
+    suffix = "_stale" if stale else ""
+    return Arm(
+        key=f"{env}_{preset}{suffix}",
+        env=env,
+        preset=preset,
+        overrides=STALENESS_OVERRIDES if stale else (),
+    )
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: `arm`'s value, minus `minus`'s value when given."""
+
+    arm: Arm
+    minus: Arm | None = None
+
+    def arms(self) -> tuple[Arm, ...]:
+        return (self.arm,) if self.minus is None else (self.arm, self.minus)
+
+    def describe(self) -> str:
+        if self.minus is None:
+            return self.arm.key
+        return f"({self.arm.key} - {self.minus.key})"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`metric(left) - metric(right)`, per seed, expected to be `relation` 0 (or -margin)."""
+
+    metric: Metric
+    left: Side
+    right: Side
+    relation: Relation
+    margin: float = 0.0
+
+    def describe(self) -> str:
+        sign = {"greater": ">", "less": "<", "not_less": ">="}[self.relation]
+        margin = f" - {self.margin:g}" if self.relation == "not_less" else ""
+        return f"{self.metric.name}: {self.left.describe()} {sign} {self.right.describe()}{margin}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of the paper: holds if every comparison holds (see `sao.reproduce.stats`)."""
+
+    id: str
+    statement: str
+    comparisons: tuple[Comparison, ...]
+    notes: str = ""
+    arms: tuple[Arm, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        seen: dict[str, Arm] = {}
+        for comparison in self.comparisons:
+            for side in (comparison.left, comparison.right):
+                for arm in side.arms():
+                    seen.setdefault(arm.key, arm)
+        object.__setattr__(self, "arms", tuple(seen.values()))
+
+
+FINAL_ACCURACY = Metric("final_accuracy", "held-out pass@1 at the end", readers.final_accuracy)
+EXPLAINED_VARIANCE = Metric(
+    "vf_explained_var",
+    "critic explained variance `critic/vf_explained_var`, mean over learner steps",
+    readers.step_mean("critic/vf_explained_var"),
+)
+CRITIC_GRAD_NORM = Metric(
+    "critic_grad_norm",
+    "critic gradient norm over the parameters every preset trains "
+    "(`critic/grad_norm_shared`), mean over learner steps",
+    readers.step_mean("critic/grad_norm_shared"),
+)
+CRITIC_GRAD_ROUGHNESS = Metric(
+    "critic_grad_norm_roughness",
+    "mean absolute step-to-step change of `critic/grad_norm_shared` (lower is smoother)",
+    readers.step_roughness("critic/grad_norm_shared"),
+)
+POST_SWITCH_REWARD = Metric(
+    "post_switch_phase_end_reward",
+    "style_stream: mean closing reward of the phases after the first switch",
+    readers.after_first_switch_phase_end_reward,
+)
+ADAPTATION_LAG = Metric(
+    "adaptation_lag",
+    "style_stream: mean steps to recover 80% of the pre-switch reward (never: the phase length)",
+    readers.adaptation_lag_censored,
+)
+
+# Largest accuracy loss that still counts as "no loss of accuracy" in claim (d).
+NO_LOSS_MARGIN = 0.02
+
+_SAO, _GRPO_DIS, _GRPO = _arm("calc", "sao"), _arm("calc", "grpo_dis"), _arm("calc", "grpo")
+_VAPO = _arm("calc", "vapo_nodis")
+_RUNNING_MEAN = _arm("calc", "running_mean")
+
+
+def _gt(metric: Metric, left: Arm, right: Arm) -> Comparison:
+    return Comparison(metric, Side(left), Side(right), "greater")
+
+
+def _staleness_change(arm: Arm) -> Side:
+    return Side(_arm(arm.env, arm.preset, stale=True), minus=arm)
+
+
+CLAIMS: dict[str, Claim] = {
+    claim.id: claim
+    for claim in (
+        Claim(
+            "a",
+            "SAO > GRPO+DIS > GRPO on held-out accuracy",
+            (_gt(FINAL_ACCURACY, _SAO, _GRPO_DIS), _gt(FINAL_ACCURACY, _GRPO_DIS, _GRPO)),
+        ),
+        Claim(
+            "b",
+            "GRPO and VAPO without DIS destabilise under staleness while SAO does not",
+            (
+                Comparison(
+                    FINAL_ACCURACY, _staleness_change(_SAO), _staleness_change(_GRPO), "greater"
+                ),
+                Comparison(
+                    FINAL_ACCURACY, _staleness_change(_SAO), _staleness_change(_VAPO), "greater"
+                ),
+            ),
+            notes="Each side is an algorithm's accuracy under the staleness overlay minus its "
+            "accuracy without it: SAO's change must be above GRPO's and VAPO-without-DIS's.",
+        ),
+        Claim(
+            "c",
+            "K=2 critic updates beat K=1 on explained variance and accuracy",
+            (
+                _gt(EXPLAINED_VARIANCE, _SAO, _arm("calc", "sao_k1")),
+                _gt(FINAL_ACCURACY, _SAO, _arm("calc", "sao_k1")),
+            ),
+        ),
+        Claim(
+            "d",
+            "the frozen-attention critic has a lower, smoother gradient norm with no loss of "
+            "accuracy",
+            (
+                Comparison(
+                    CRITIC_GRAD_NORM, Side(_SAO), Side(_arm("calc", "sao_full_critic")), "less"
+                ),
+                Comparison(
+                    CRITIC_GRAD_ROUGHNESS,
+                    Side(_SAO),
+                    Side(_arm("calc", "sao_full_critic")),
+                    "less",
+                ),
+                Comparison(
+                    FINAL_ACCURACY,
+                    Side(_SAO),
+                    Side(_arm("calc", "sao_full_critic")),
+                    "not_less",
+                    margin=NO_LOSS_MARGIN,
+                ),
+            ),
+        ),
+        Claim(
+            "e",
+            "the running-mean baseline is worst",
+            tuple(_gt(FINAL_ACCURACY, arm, _RUNNING_MEAN) for arm in (_SAO, _GRPO_DIS, _GRPO)),
+        ),
+        Claim(
+            "f",
+            "token-level GAE beats step-level GAE (step value = mean, and = last token)",
+            (
+                _gt(FINAL_ACCURACY, _SAO, _arm("calc", "sao_step_mean")),
+                _gt(FINAL_ACCURACY, _SAO, _arm("calc", "sao_step_last")),
+            ),
+        ),
+        Claim(
+            "g",
+            "online, after a preference switch, SAO re-adapts faster than the running-mean "
+            "baseline",
+            (
+                Comparison(
+                    ADAPTATION_LAG,
+                    Side(_arm("style_stream", "sao")),
+                    Side(_arm("style_stream", "running_mean")),
+                    "less",
+                ),
+                _gt(
+                    POST_SWITCH_REWARD,
+                    _arm("style_stream", "sao"),
+                    _arm("style_stream", "running_mean"),
+                ),
+            ),
+        ),
+    )
+}

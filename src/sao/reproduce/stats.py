@@ -1,0 +1,111 @@
+"""The verdict rule: per-seed paired differences, their mean with a 95% t-interval, and a verdict.
+
+For one comparison, seed k runs both arms, and `d_k = value(left, k) - value(right, k)`. The
+mean of the `d_k` gets a two-sided 95% Student-t interval (n - 1 degrees of freedom). With the
+claimed direction:
+
+- `greater` (left above right): `reproduced` if the interval lies wholly above 0, `not
+  reproduced` if wholly below 0, else `inconclusive`.
+- `less` (left below right): the mirror image.
+- `not_less` with margin m (no loss beyond m): `reproduced` if the interval lies wholly above -m,
+  `not reproduced` if wholly below -m, else `inconclusive`.
+
+Fewer than 2 seeds, or a seed whose value is not finite, give no interval: `inconclusive`.
+A claim made of several comparisons is their conjunction: `reproduced` if every one is,
+`not reproduced` if any one is, else `inconclusive`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Relation = Literal["greater", "less", "not_less"]
+Verdict = Literal["reproduced", "not reproduced", "inconclusive"]
+
+REPRODUCED: Verdict = "reproduced"
+NOT_REPRODUCED: Verdict = "not reproduced"
+INCONCLUSIVE: Verdict = "inconclusive"
+
+# Two-sided 95% quantiles of Student's t, t_{0.975, df}, for df = 1..30 (standard tables).
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+_Z975 = 1.960
+
+RULE = """\
+For each comparison, seed k runs both sides with the same seed (same warm start, tasks and
+sampling seed), and d_k = value(left, seed k) - value(right, seed k). The mean of the d_k gets a
+two-sided 95% Student-t interval with n - 1 degrees of freedom (n = seeds).
+
+- claimed `left > right`: **reproduced** if the interval lies wholly above 0, **not reproduced**
+  if wholly below 0, otherwise **inconclusive**;
+- claimed `left < right`: the mirror image;
+- claimed `left >= right - m` (no loss beyond a margin m): **reproduced** if the interval lies
+  wholly above -m, **not reproduced** if wholly below -m, otherwise **inconclusive**.
+
+Fewer than 2 seeds, or a value that is missing or not finite, gives no interval: **inconclusive**.
+A claim made of several comparisons is their conjunction: **reproduced** if every comparison is,
+**not reproduced** if any one is, otherwise **inconclusive**."""
+
+
+def t_quantile_975(df: int) -> float:
+    """t_{0.975} with `df` degrees of freedom (the normal 1.96 beyond 30, where t is within 2%)."""
+    if df < 1:
+        raise ValueError(f"t_quantile_975: df must be >= 1, got {df}")
+    return _T975[df - 1] if df <= len(_T975) else _Z975
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean of paired differences with its 95% t-interval (`low`/`high` are +-inf if n < 2)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def mean_t_interval(differences: Sequence[float]) -> Interval:
+    """The mean of `differences` and its two-sided 95% Student-t interval."""
+    n = len(differences)
+    if n == 0 or not all(math.isfinite(d) for d in differences):
+        return Interval(math.nan, -math.inf, math.inf, n)
+    mean = sum(differences) / n
+    if n < 2:
+        return Interval(mean, -math.inf, math.inf, n)
+    variance = sum((d - mean) ** 2 for d in differences) / (n - 1)
+    half = t_quantile_975(n - 1) * math.sqrt(variance / n)
+    return Interval(mean, mean - half, mean + half, n)
+
+
+def verdict(interval: Interval, relation: Relation, margin: float = 0.0) -> Verdict:
+    """The verdict of one comparison whose claimed direction is `relation` (see module doc)."""
+    if not math.isfinite(interval.low) or not math.isfinite(interval.high):
+        return INCONCLUSIVE
+    if relation == "greater":
+        supported, refuted = interval.low > 0.0, interval.high < 0.0
+    elif relation == "less":
+        supported, refuted = interval.high < 0.0, interval.low > 0.0
+    elif relation == "not_less":
+        supported, refuted = interval.low > -margin, interval.high < -margin
+    else:
+        raise ValueError(f"verdict: unknown relation {relation!r}")
+    if supported:
+        return REPRODUCED
+    return NOT_REPRODUCED if refuted else INCONCLUSIVE
+
+
+def conjunction(verdicts: Sequence[Verdict]) -> Verdict:
+    """A claim made of several comparisons: all must hold; any one refuted refutes it."""
+    if not verdicts:
+        return INCONCLUSIVE
+    if all(v == REPRODUCED for v in verdicts):
+        return REPRODUCED
+    if any(v == NOT_REPRODUCED for v in verdicts):
+        return NOT_REPRODUCED
+    return INCONCLUSIVE

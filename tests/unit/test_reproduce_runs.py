@@ -1,0 +1,178 @@
+"""`sao reproduce` without training: which runs it starts, skips and resumes, and report.json.
+
+The run function is a stub that writes what a finished run leaves (`summary.json`,
+`metrics.jsonl`), with numbers chosen per preset and seed.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sao.config import ConfigError, load_config
+from sao.reproduce.budgets import BUDGETS
+from sao.reproduce.claims import CLAIMS
+from sao.reproduce.command import run_reproduce_command
+from sao.reproduce.runs import execute, plan
+
+# Held-out accuracy and explained variance a stub run of each preset reports (+ 0.01 * seed).
+ACCURACY = {"sao": 0.60, "sao_k1": 0.50, "grpo_dis": 0.55, "grpo": 0.45, "running_mean": 0.30}
+EXPLAINED_VARIANCE = {"sao": 0.4, "sao_k1": 0.2}
+
+
+class StubRuns:
+    """Records each call and writes a finished run's files."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bool]] = []
+        self.warm_starts: list[str] = []
+
+    def run(self, config, run_dir: Path, resume: bool) -> None:
+        self.calls.append((str(run_dir), resume))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(f"preset: {config.preset}\n")
+        seed = config.train.seed
+        ev = EXPLAINED_VARIANCE.get(config.preset, 0.0) + 0.01 * seed
+        rows = [{"step": s, "critic/vf_explained_var": ev + 0.001 * s} for s in range(1, 4)]
+        (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        accuracy = ACCURACY[config.preset] + 0.01 * seed
+        (run_dir / "summary.json").write_text(json.dumps({"final_accuracy": accuracy}))
+
+    def warm_start(self, config) -> None:
+        assert config.train.seed == 0, "the shared warm start is built at one seed"
+        self.warm_starts.append(str(config.warm_start_dir()))
+
+
+def test_finished_runs_are_skipped_and_interrupted_ones_resumed(tmp_path):
+    runs = plan([CLAIMS["c"]], seeds=2, out=tmp_path)
+    by_name = {(r.arm.key, r.seed): r.run_dir for r in runs}
+    finished = by_name[("calc_sao", 0)]
+    finished.mkdir(parents=True)
+    (finished / "summary.json").write_text("{}")
+    interrupted = by_name[("calc_sao_k1", 1)]
+    interrupted.mkdir(parents=True)
+    (interrupted / "config.yaml").write_text("preset: sao_k1\n")
+    stub = StubRuns()
+
+    counts = execute(runs, BUDGETS["quick"], stub.run, stub.warm_start, progress=False)
+
+    assert counts == {"finished": 1, "interrupted": 1, "new": 2}
+    assert sorted(stub.calls) == sorted(
+        [
+            (str(by_name[("calc_sao_k1", 0)]), False),
+            (str(by_name[("calc_sao", 1)]), False),
+            (str(interrupted), True),
+        ]
+    )
+    assert stub.warm_starts == ["checkpoints/warm_start_calc"]  # the real one, built once
+
+    stub.calls.clear()
+    again = execute(runs, BUDGETS["quick"], stub.run, stub.warm_start, progress=False)
+    assert again == {"finished": 4, "interrupted": 0, "new": 0} and stub.calls == []
+
+
+def test_arms_shared_by_claims_run_once_per_seed(tmp_path):
+    runs = plan([CLAIMS["a"], CLAIMS["e"]], seeds=3, out=tmp_path)
+    keys = [(r.arm.key, r.seed) for r in runs]
+    assert len(keys) == len(set(keys)) == 4 * 3  # sao, grpo_dis, grpo, running_mean
+    assert {r.run_dir for r in runs if r.arm.key == "calc_sao"} == {
+        tmp_path / "calc_sao" / f"seed{k}" for k in range(3)
+    }
+
+
+def test_quick_runs_get_the_budget_seed_and_the_real_warm_start(tmp_path):
+    stub = StubRuns()
+    seen = []
+    execute(
+        plan([CLAIMS["c"]], seeds=2, out=tmp_path),
+        BUDGETS["quick"],
+        lambda config, run_dir, resume: seen.append(config),
+        stub.warm_start,
+        progress=False,
+    )
+    assert {(c.preset, c.train.seed) for c in seen} == {
+        (p, s) for p in ("sao", "sao_k1") for s in (0, 1)
+    }
+    assert all(c.train.steps == 20 and c.train.batch_size == 16 for c in seen)
+    assert all(c.warm_start_dir() == Path("checkpoints/warm_start_calc") for c in seen)
+    assert all(c.sft == load_config("sao", None, ["env.name=calc"]).sft for c in seen)
+    assert {c.critic.k_updates for c in seen} == {1, 2}
+
+
+def test_report_json_holds_each_claim_with_its_numbers_and_verdict(tmp_path, capsys):
+    stub = StubRuns()
+    code = run_reproduce_command(
+        ["a", "c"], 3, "quick", tmp_path, stub.run, stub.warm_start, progress=False
+    )
+    assert code == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [c["id"] for c in report["claims"]] == ["a", "c"]
+    for claim in report["claims"]:
+        assert claim["verdict"] in ("reproduced", "not reproduced", "inconclusive")
+        assert claim["seeds"] == 3
+        for comp in claim["comparisons"]:
+            assert len(comp["left_values"]) == len(comp["right_values"]) == 3
+            assert len(comp["differences"]) == 3
+            assert comp["ci95"][0] <= comp["mean_difference"] <= comp["ci95"][1]
+            assert all(len(values) == 3 for values in comp["arm_values"].values())
+    claim_c = report["claims"][1]
+    accuracy = claim_c["comparisons"][1]
+    assert accuracy["arm_values"]["calc_sao"] == pytest.approx([0.60, 0.61, 0.62])
+    assert accuracy["differences"] == pytest.approx([0.10, 0.10, 0.10])
+    # Identical paired differences: a zero-width interval above 0 on both metrics.
+    assert claim_c["verdict"] == "reproduced"
+    markdown = (tmp_path / "report.md").read_text()
+    assert markdown.index("Verdict rule") < markdown.index("| seed |")
+    assert (tmp_path / "plots" / "claim_a.png").stat().st_size > 0
+    assert (tmp_path / "plots" / "claim_c.png").stat().st_size > 0
+    assert "(c) reproduced" in capsys.readouterr().out
+
+
+def test_a_missing_metric_is_named_and_leaves_the_claim_inconclusive(tmp_path):
+    stub = StubRuns()
+
+    def run_without_metrics(config, run_dir, resume):
+        stub.run(config, run_dir, resume)
+        (run_dir / "metrics.jsonl").write_text("")
+
+    run_reproduce_command(
+        ["c"], 2, "quick", tmp_path, run_without_metrics, stub.warm_start, progress=False
+    )
+    claim = json.loads((tmp_path / "report.json").read_text())["claims"][0]
+    ev = claim["comparisons"][0]
+    assert ev["differences"] == [] and ev["verdict"] == "inconclusive"
+    assert any("critic/vf_explained_var" in line for line in ev["missing"])
+    assert claim["verdict"] == "inconclusive" and claim["seeds"] == 0
+
+
+def test_a_study_is_not_continued_at_another_budget(tmp_path):
+    stub = StubRuns()
+    run_reproduce_command(["c"], 1, "quick", tmp_path, stub.run, stub.warm_start, progress=False)
+    with pytest.raises(ConfigError, match="--budget quick study"):
+        run_reproduce_command(["c"], 1, "full", tmp_path, stub.run, stub.warm_start, progress=False)
+
+
+def test_staleness_arms_run_the_documented_overlay():
+    overlay = Path(__file__).resolve().parents[2] / "examples" / "staleness.yaml"
+    if not overlay.is_file():
+        pytest.skip("examples/staleness.yaml is not in this checkout")
+    import yaml
+
+    from sao.presets import leaf_items
+    from sao.reproduce.claims import STALENESS_OVERRIDES
+
+    expected = leaf_items(yaml.safe_load(overlay.read_text()))
+    given = dict(o.split("=", 1) for o in STALENESS_OVERRIDES)
+    assert {k: yaml.safe_load(v) for k, v in given.items()} == expected
+
+
+def test_an_unfinished_run_is_not_read(tmp_path):
+    from sao.reproduce.readers import MissingMetric, step_mean
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1, "x": 0.5}) + "\n")
+    with pytest.raises(MissingMetric, match="has not finished"):
+        step_mean("x")(run_dir)
+    (run_dir / "summary.json").write_text("{}")
+    assert step_mean("x")(run_dir) == 0.5
