@@ -15,7 +15,7 @@ import json
 from collections import Counter
 
 from sao.config import load_config
-from sao.envs.style_stream.metrics import NO_STYLE
+from sao.envs.style_stream.metrics import UNSTYLED, reply_category
 from sao.envs.style_stream.styles import STYLES
 from sao.envs.style_stream.tasks import StyleStreamTaskSource
 from sao.models.policy import load_policy
@@ -48,17 +48,17 @@ def main(argv: list[str] | None = None) -> None:
         loop.close()
     infos = [t.metadata.get("info", {}) for t in trajectories]
     total = len(infos)
-    styles = Counter(info.get("style") or NO_STYLE for info in infos)
+    styles = Counter(reply_category(info.get("reply"), info.get("style")) for info in infos)
     good = [info for info in infos if info.get("quality")]
     result = {
         "n": total,
         "temperature": config.rollout.temperature,
-        "share": {s: styles[s] / total for s in (*STYLES, NO_STYLE)},
+        "share": {s: styles[s] / total for s in (*STYLES, *UNSTYLED)},
         "quality_rate": len(good) / total,
         "reward_if_preferred": {s: sum(i.get("style") == s for i in good) / total for s in STYLES},
     }
     print(f"{total} replies at temperature {result['temperature']}")
-    for s in (*STYLES, NO_STYLE):
+    for s in (*STYLES, *UNSTYLED):
         line = f"{s:<11} share {result['share'][s]:.3f}"
         if s in STYLES:
             line += f"  reward if preferred {result['reward_if_preferred'][s]:.3f}"
