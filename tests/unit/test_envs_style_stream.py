@@ -18,6 +18,7 @@ from sao.envs.style_stream.env import StyleStreamEnv
 from sao.envs.style_stream.judge import LLMJudge, RuleJudge, make_judge, parse_verdict
 from sao.envs.style_stream.metrics import (
     adaptation_lag,
+    reply_category,
     reward_per_step,
     style_share_rows,
     style_shares_figure,
@@ -275,11 +276,15 @@ def test_parse_verdict_and_judge_options() -> None:
 # ----------------------------------------------------------------------------- metrics
 def test_style_share_rows_and_reward_per_step() -> None:
     rows = style_share_rows(
-        [(0, "nya~ moon"), (0, "arr moon"), (1, "thou moon"), (1, "moon"), (0, "uwu moon")]
-    )
+        [(0, "nya~ moon"), (0, "arr moon"), (1, "thou moon"), (1, "moon"), (0, "uwu moon"),
+         (2, "arr thou moon")]
+    )  # fmt: skip
     assert rows[0] == {"step": 0, "cute": 2 / 3, "chuunibyou": 0.0, "classical": 0.0,
-                       "pirate": 1 / 3, "none": 0.0}  # fmt: skip
+                       "pirate": 1 / 3, "mixed": 0.0, "none": 0.0}  # fmt: skip
     assert rows[1]["classical"] == 0.5 and rows[1]["none"] == 0.5
+    assert rows[2]["mixed"] == 1.0  # a tie between two styles' markers
+    assert reply_category(None, None) == "no_answer"
+    assert reply_category("arr moon", "pirate") == "pirate"
     assert reward_per_step([(0, 1.0), (0, 0.0), (2, 1.0)]) == {0: 0.5, 2: 1.0}
 
 

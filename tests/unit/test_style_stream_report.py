@@ -8,8 +8,10 @@ from sao.envs.style_stream.report import run_report, step_metrics
 from sao.envs.style_stream.styles import STYLES
 
 
-def traj(style, preferred, reward):
+def traj(style, preferred, reward, reply="a reply"):
     info = {"style": style, "preferred_style": preferred, "judge_error": None}
+    if reply is not None:  # the environment sets `reply` only when there was an answer
+        info["reply"] = reply
     return stub_trajectory(reward, {"info": info})
 
 
@@ -24,8 +26,24 @@ def test_step_metrics_count_styles_and_the_preferred_one():
     assert m["style/share_cute"] == 0.5
     assert m["style/share_classical"] == 0.25
     assert m["style/share_none"] == 0.25
+    assert m["style/share_mixed"] == m["style/share_no_answer"] == 0.0
     assert m["style/preferred_index"] == STYLES.index("cute")
     assert m["style/judge_errors"] == 0.0
+
+
+def test_step_metrics_tell_apart_the_replies_without_a_style():
+    batch = [
+        traj(None, "cute", 0.0, reply="the moon, thou abyss"),  # a tie of two styles' markers
+        traj(None, "cute", 0.0, reply="the moon is bright"),  # no marker
+        traj(None, "cute", 0.0, reply=None),  # a format error: nothing was judged
+        traj(None, "cute", 0.0, reply=None),
+    ]
+    m = step_metrics(batch)
+    assert (m["style/share_mixed"], m["style/share_none"], m["style/share_no_answer"]) == (
+        0.25,
+        0.25,
+        0.5,
+    )
 
 
 def test_report_finds_switches_and_lags(tmp_path):
@@ -38,7 +56,8 @@ def test_report_finds_switches_and_lags(tmp_path):
                 "step": step,
                 "rollout/reward_mean": reward,
                 "style/preferred_index": 0 if step <= 6 else 1,
-                **{f"style/share_{s}": 0.25 for s in (*STYLES, "none")},
+                **{f"style/share_{s}": 0.25 for s in ("cute", "chuunibyou", "pirate")},
+                "style/share_none": 0.0 if step <= 6 else 0.25,
             }
         )
     report = run_report(rows)
@@ -49,6 +68,11 @@ def test_report_finds_switches_and_lags(tmp_path):
     assert out["style_adaptation_lag"] == [5]
     # Closing levels: steps 4-6 of the first phase, steps 10-12 of the second.
     assert out["style_phase_end_reward"] == pytest.approx([0.8, (0.7 + 0.8 + 0.8) / 3])
+    # Closing shares of each kind logged (and only those): `none` rose in the second phase.
+    assert out["style_phase_end_shares"] == [
+        {"cute": 0.25, "chuunibyou": 0.25, "pirate": 0.25, "none": 0.0},
+        {"cute": 0.25, "chuunibyou": 0.25, "pirate": 0.25, "none": 0.25},
+    ]
     assert list(report.figures) == ["style_shares.png"]
     assert run_report([{"step": 1, "rollout/reward_mean": 0.5}]).summary == {}
 

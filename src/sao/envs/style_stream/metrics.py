@@ -12,29 +12,44 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sao.envs.style_stream.styles import STYLES, detect_style
+from sao.envs.style_stream.styles import STYLES, detect_style, marker_counts
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+# Replies without a style, told apart because they drift for different reasons: markers of
+# several styles in a tie (`mixed`), no marker at all (`none`), or no answer to judge (`no_answer`).
+MIXED = "mixed"
 NO_STYLE = "none"
+NO_ANSWER = "no_answer"
+UNSTYLED: tuple[str, ...] = (MIXED, NO_STYLE, NO_ANSWER)
+
+
+def reply_category(reply: str | None, style: str | None, styles: Sequence[str] = STYLES) -> str:
+    """`style` when the judge gave one; else `mixed`, `none` or `no_answer` (see `UNSTYLED`)."""
+    if reply is None:
+        return NO_ANSWER
+    if style is not None:
+        return style
+    return MIXED if any(marker_counts(reply, styles).values()) else NO_STYLE
 
 
 def style_share_rows(
     replies: Iterable[tuple[int, str]], styles: Sequence[str] = STYLES
 ) -> list[dict[str, float]]:
-    """Per step, the share of replies in each style (and `"none"`), from `(step, reply)` pairs.
+    """Per step, the share of replies in each style (and `mixed`, `none`), from `(step, reply)`
+    pairs of answered replies.
 
-    Returns rows sorted by step: `{"step": s, "cute": 0.25, ..., "none": 0.1}`.
+    Returns rows sorted by step: `{"step": s, "cute": 0.25, ..., "mixed": 0.0, "none": 0.1}`.
     """
     by_step: dict[int, Counter[str]] = defaultdict(Counter)
     for step, reply in replies:
-        by_step[step][detect_style(reply, styles) or NO_STYLE] += 1
+        by_step[step][reply_category(reply, detect_style(reply, styles), styles)] += 1
     rows = []
     for step in sorted(by_step):
         counts = by_step[step]
         total = sum(counts.values())
-        rows.append({"step": step, **{s: counts[s] / total for s in (*styles, NO_STYLE)}})
+        rows.append({"step": step, **{s: counts[s] / total for s in (*styles, MIXED, NO_STYLE)}})
     return rows
 
 

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from sao.envs.registration import RunReport
 from sao.envs.style_stream.metrics import (
-    NO_STYLE,
+    UNSTYLED,
     adaptation_lag,
     phase_end_levels,
+    reply_category,
     style_shares_figure,
 )
 from sao.envs.style_stream.styles import STYLES
@@ -22,21 +23,24 @@ from sao.envs.style_stream.styles import STYLES
 if TYPE_CHECKING:
     from sao.trajectory import Trajectory
 
+CATEGORIES: tuple[str, ...] = (*STYLES, *UNSTYLED)
+
 
 def step_metrics(batch: Sequence[Trajectory]) -> dict[str, float]:
-    """Each style's share of the batch's replies, and the batch's majority preferred style."""
+    """Each style's share of the batch's replies (and of `UNSTYLED`'s kinds of reply without a
+    style), and the batch's majority preferred style."""
     infos = [t.metadata.get("info", {}) for t in batch]
-    styles = Counter(info.get("style") or NO_STYLE for info in infos)
+    kinds = Counter(reply_category(info.get("reply"), info.get("style")) for info in infos)
     preferred = Counter(info.get("preferred_style") for info in infos).most_common(1)[0][0]
-    metrics = {f"style/share_{s}": styles[s] / len(batch) for s in (*STYLES, NO_STYLE)}
+    metrics = {f"style/share_{s}": kinds[s] / len(batch) for s in CATEGORIES}
     metrics["style/preferred_index"] = float(STYLES.index(preferred)) if preferred in STYLES else -1
     metrics["style/judge_errors"] = float(sum(bool(i.get("judge_error")) for i in infos))
     return metrics
 
 
 def run_report(rows: list[dict[str, Any]]) -> RunReport:
-    """Adaptation lag after each switch, each phase's closing reward, and the Figure-5-style
-    figure of style shares (`style_shares.png`).
+    """Adaptation lag after each switch, each phase's closing reward and closing style shares,
+    and the Figure-5-style figure of style shares (`style_shares.png`).
 
     A lag is only as meaningful as the level it recovers: after a phase that never learnt the
     preferred style (closing reward near the teacher's 1/len(styles)), a short lag says little,
@@ -49,15 +53,19 @@ def run_report(rows: list[dict[str, Any]]) -> RunReport:
     switches = [steps[i]["step"] for i in changed]
     rewards = {r["step"]: r["rollout/reward_mean"] for r in steps}
     lags = adaptation_lag(rewards, switches)
+    # Rows logged before the unstyled kinds were told apart have only `none`.
+    kinds = [s for s in CATEGORIES if any(f"style/share_{s}" in r for r in steps)]
     share_rows = [
-        {"step": r["step"], **{s: r[f"style/share_{s}"] for s in (*STYLES, NO_STYLE)}}
-        for r in steps
+        {"step": r["step"], **{s: r.get(f"style/share_{s}", 0.0) for s in kinds}} for r in steps
     ]
+    levels = {s: phase_end_levels({r["step"]: r[s] for r in share_rows}, switches) for s in kinds}
+    closing_shares = [{s: levels[s][i] for s in kinds} for i in range(len(switches) + 1)]
     phases = [STYLES[preferred[i]] for i in [0, *changed]]
     summary = {
         "style_switch_steps": switches,
         "style_adaptation_lag": lags,
         "style_phase_end_reward": phase_end_levels(rewards, switches),
+        "style_phase_end_shares": closing_shares,
         "style_judge_errors": int(sum(r.get("style/judge_errors", 0) for r in steps)),
     }
     figure = style_shares_figure(share_rows, switches, preferred=phases)
