@@ -6,7 +6,7 @@ and what is allowed.
 
 A preset names an algorithm, and it means the same one on every environment: an environment's
 packaged file (`sao/configs/ENV.yaml`) may set only `ENV_FILE_SECTIONS` (environment, rollout,
-sft, train and value-pretraining size); one that sets an algorithm setting stops every run on
+sft and train settings); one that sets an algorithm setting stops every run on
 that environment with one line. The user's own `--config` and `--set` may change algorithm
 settings; the command line then prints one warning per setting that differs from the preset
 (`algorithm_overrides`), so no override is silent.

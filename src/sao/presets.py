@@ -84,12 +84,12 @@ PRESETS: dict[str, Preset] = {
 }
 
 # What an environment's packaged file (`sao/configs/ENV.yaml`) may set: how the environment is
-# run, sampled, warm-started and sized. Everything else (`algo`, `critic` but its pretraining
-# size, `actor`, and any key some preset sets, such as `rollout.group_size`) belongs to the
+# run, sampled, warm-started and sized. Everything else (`algo`, `critic` with its value
+# pretraining, `actor`, and any key some preset sets, such as `rollout.group_size`) belongs to the
 # presets, so `--preset X` means the same algorithm on every environment. A packaged file that
 # sets one stops the run with one line; a user's own `--config`/`--set` may, and each such
 # setting is named by `algorithm_overrides` (the CLI prints it as a warning).
-ENV_FILE_SECTIONS = ("env", "rollout", "sft", "train", "critic.pretrain")
+ENV_FILE_SECTIONS = ("env", "rollout", "sft", "train")
 _ALGORITHM_SECTIONS = ("algo", "critic", "actor")
 
 

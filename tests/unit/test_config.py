@@ -125,6 +125,7 @@ def test_adaptive_lambda_needs_token_gae():
     [
         ("algo:\n  lambda_actor: 1.0\n", "algo.lambda_actor"),
         ("critic:\n  k_updates: 4\n", "critic.k_updates"),
+        ("critic:\n  pretrain:\n    num_trajectories: 64\n", "critic.pretrain.num_trajectories"),
         ("rollout:\n  group_size: 4\n", "rollout.group_size"),
         ("actor:\n  lr: 0.01\n", "actor.lr"),
         ("model:\n  path: somewhere\n", "model.path"),
@@ -140,19 +141,16 @@ def test_an_environment_file_may_not_set_what_presets_own(monkeypatch, tmp_path,
     assert f"environment file calc.yaml: sets {refused}," in str(info.value)
 
 
-def test_an_environment_file_sets_environment_rollout_sft_train_and_pretraining(
-    monkeypatch, tmp_path
-):
+def test_an_environment_file_sets_environment_rollout_sft_and_train(monkeypatch, tmp_path):
     import sao.config
 
     (tmp_path / "calc.yaml").write_text(
-        "env:\n  max_turns: 3\nrollout:\n  temperature: 0.5\nsft:\n  steps: 7\n"
-        "train:\n  steps: 9\ncritic:\n  pretrain:\n    num_trajectories: 5\n"
+        "env:\n  max_turns: 3\nrollout:\n  temperature: 0.5\nsft:\n  steps: 7\ntrain:\n  steps: 9\n"
     )
     monkeypatch.setattr(sao.config, "ENV_FILE_DIR", tmp_path)
     cfg = load_config("grpo_dis")
     assert (cfg.env.max_turns, cfg.rollout.temperature, cfg.sft.steps) == (3, 0.5, 7)
-    assert (cfg.train.steps, cfg.critic.pretrain.num_trajectories) == (9, 5)
+    assert cfg.train.steps == 9
     assert algorithm_overrides(cfg) == []
 
 
