@@ -25,6 +25,7 @@ from sao.config import (
     load_run_config,
 )
 from sao.preflight import (
+    check_engine,
     check_env,
     check_output_dir,
     check_output_file,
@@ -231,6 +232,7 @@ def _config_from(args: argparse.Namespace, prog: str, extra: Sequence[str] = ())
 def _check_config(config: SAOConfig, prog: str) -> None:
     """What every command refuses alike; warns of each algorithm setting the preset did not set."""
     check_env(config)
+    check_engine(config)
     if config.model.path:
         check_policy_dir(config.model.path, "model.path")
     for line in algorithm_overrides(config):

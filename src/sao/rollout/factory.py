@@ -21,14 +21,16 @@ def make_engine(
     """The engine called `name` ("builtin" or "vllm") over a copy of `model`'s weights.
 
     Raises:
-        ValueError: an unknown name, or "vllm", which this build does not provide yet.
+        ValueError: an unknown name, or "vllm" where the vllm package is not installed.
     """
     if name == "builtin":
         return RolloutEngine(
             model, tokenizer, max_batch=max_batch, precision=precision, seed=seed, version=version
         )
     if name == "vllm":
-        raise ValueError(
-            "rollout.engine=vllm: the vLLM engine is not implemented yet; use rollout.engine=builtin"
+        from sao.rollout.vllm_engine import VLLMEngine
+
+        return VLLMEngine(
+            model, tokenizer, max_batch=max_batch, precision=precision, seed=seed, version=version
         )
     raise ValueError(f"rollout.engine: must be one of {list(ENGINE_NAMES)}, got {name!r}")

