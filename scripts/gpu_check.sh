@@ -13,9 +13,8 @@
 #                  one rank per GPU) against the same step unsharded
 #   4. conformance tests/conformance (built-in engine always, vLLM where it imports)
 #   5. train       sao train --set model.path=MODEL --set rollout.engine=vllm --steps 3
-#   6. throughput  benchmarks/engine_throughput.py --engine vllm against --engine builtin
-# Stages 5 and 6 need the vLLM engine (rollout.engine=vllm) and the benchmark's --engine flag;
-# the script says SKIP, naming what is missing, where they are not there yet.
+#   6. throughput  benchmarks/engine_throughput.py --engines builtin,vllm (tokens/s, side by side)
+# Stages 5 and 6 need vllm to import; the script says SKIP where it does not.
 set -uo pipefail
 
 WORK=${1:-/tmp/sao_gpu_check}
@@ -199,20 +198,8 @@ train_vllm() {
 }
 
 throughput() {
-    local engine
-    for engine in builtin vllm; do
-        $PY benchmarks/engine_throughput.py --engine "$engine" --json "$WORK/throughput_$engine.json" \
-            || return 1
-    done
-    $PY - "$WORK" <<'EOF'
-import json
-import sys
-
-figures = {e: json.load(open(f"{sys.argv[1]}/throughput_{e}.json")) for e in ("builtin", "vllm")}
-rates = {e: f["engine_tokens_per_s"] for e, f in figures.items()}
-print(f"tokens/s: builtin {rates['builtin']:.0f}, vllm {rates['vllm']:.0f}, "
-      f"vllm / builtin {rates['vllm'] / rates['builtin']:.2f}")
-EOF
+    $PY benchmarks/engine_throughput.py --engines builtin,vllm --precision bf16 \
+        --json "$WORK/throughput.json"
 }
 
 stage model build_model
@@ -230,29 +217,12 @@ fi
 
 stage conformance $PY -m pytest -q -s tests/conformance
 
-VLLM_ENGINE=$($PY - <<'EOF'
-from sao.rollout.factory import make_engine
-try:
-    make_engine("vllm", None, None, max_batch=1, precision="bf16", seed=0)
-except ValueError as err:
-    print("missing" if "not implemented" in str(err) else "present")
-except Exception:
-    print("present")
-EOF
-)
 if ! $PY -c 'import vllm' 2>/dev/null; then
     skip train "vllm does not import here (pip install -e '.[vllm]')"
     skip throughput "vllm does not import here"
-elif [ "$VLLM_ENGINE" = missing ]; then
-    skip train "this sao has no vLLM engine yet (sao.rollout.factory refuses rollout.engine=vllm)"
-    skip throughput "this sao has no vLLM engine yet"
 else
     stage train train_vllm
-    if $PY benchmarks/engine_throughput.py --help | grep -q -- '--engine'; then
-        stage throughput throughput
-    else
-        skip throughput "benchmarks/engine_throughput.py has no --engine flag yet"
-    fi
+    stage throughput throughput
 fi
 
 echo "=== summary"

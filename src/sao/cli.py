@@ -164,6 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--seeds", type=_positive_int, default=3, help="seeds per arm (default: 3)")
     rep.add_argument("--budget", choices=["quick", "full"], default="quick", help="run size")
     rep.add_argument("--out", default="runs/reproduce", help="study directory (resumable)")
+    rep.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing; report what has finished (unfinished claims: 'not run')",
+    )
     return parser
 
 
@@ -272,7 +277,9 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         from sao.reproduce.command import CLAIMS, run_reproduce_command
 
         claims = args.claims or list(CLAIMS)
-        return run_reproduce_command(claims, args.seeds, args.budget, args.out)
+        return run_reproduce_command(
+            claims, args.seeds, args.budget, args.out, report_only=args.report_only
+        )
     raise AssertionError(f"unhandled command {args.command}")
 
 

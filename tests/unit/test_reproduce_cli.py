@@ -32,11 +32,15 @@ def test_flags_reach_the_study(monkeypatch):
     monkeypatch.setattr(
         sao.reproduce.command,
         "run_reproduce_command",
-        lambda claims, seeds, budget, out: calls.append((claims, seeds, budget, out)) or 0,
+        lambda claims, seeds, budget, out, report_only: (
+            calls.append((claims, seeds, budget, out, report_only)) or 0
+        ),
     )
     assert main(["reproduce", "--claims", "f,c"]) == 0
     assert main(["reproduce", "--seeds", "5", "--budget", "full", "--out", "x"]) == 0
+    assert main(["reproduce", "--budget", "full", "--out", "x", "--report-only"]) == 0
     assert calls == [
-        (["c", "f"], 3, "quick", "runs/reproduce"),
-        (list("abcdefg"), 5, "full", "x"),
+        (["c", "f"], 3, "quick", "runs/reproduce", False),
+        (list("abcdefg"), 5, "full", "x", False),
+        (list("abcdefg"), 3, "full", "x", True),
     ]

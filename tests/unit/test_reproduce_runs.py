@@ -176,3 +176,36 @@ def test_an_unfinished_run_is_not_read(tmp_path):
         step_mean("x")(run_dir)
     (run_dir / "summary.json").write_text("{}")
     assert step_mean("x")(run_dir) == 0.5
+
+
+def test_report_only_runs_nothing_and_judges_no_claim_from_part_of_its_runs(tmp_path, capsys):
+    stub = StubRuns()
+    run_reproduce_command(["c"], 2, "quick", tmp_path, stub.run, stub.warm_start, progress=False)
+    ran = len(stub.calls)
+    code = run_reproduce_command(
+        ["a", "c"],
+        2,
+        "quick",
+        tmp_path,
+        stub.run,
+        stub.warm_start,
+        progress=False,
+        report_only=True,
+    )
+    assert code == 0 and len(stub.calls) == ran, "--report-only must start no run"
+    claims = {c["id"]: c for c in json.loads((tmp_path / "report.json").read_text())["claims"]}
+    assert claims["c"]["verdict"] == "reproduced"
+    assert (claims["c"]["runs_finished"], claims["c"]["runs_planned"]) == (4, 4)
+    # Claim (a) shares calc_sao with (c): 2 of its 6 runs exist, so it is shown, not judged.
+    assert claims["a"]["verdict"] == "not run"
+    assert (claims["a"]["runs_finished"], claims["a"]["runs_planned"]) == (2, 6)
+    assert "| (a) |" in (tmp_path / "report.md").read_text()
+    assert "4 not run (--report-only)" in capsys.readouterr().out
+
+
+def test_report_only_needs_a_study(tmp_path):
+    stub = StubRuns()
+    with pytest.raises(ConfigError, match="holds no study"):
+        run_reproduce_command(
+            ["c"], 1, "quick", tmp_path / "none", stub.run, stub.warm_start, report_only=True
+        )

@@ -13,6 +13,7 @@ from sao.reproduce.runs import (
     WarmStartFunction,
     execute,
     plan,
+    run_state,
     train_in_process,
     warm_start_once,
 )
@@ -57,21 +58,36 @@ def run_reproduce_command(
     run_fn: RunFunction = train_in_process,
     warm_start_fn: WarmStartFunction = warm_start_once,
     progress: bool = True,
+    report_only: bool = False,
 ) -> int:
-    """Run what is missing of the study in `out`, then write `report.json`, `report.md`, plots."""
+    """Run what is missing of the study in `out`, then write `report.json`, `report.md`, plots.
+
+    With `report_only`, run nothing: report what has finished, and give a claim whose runs have
+    not all finished the verdict "not run" (its numbers so far are shown, not judged).
+    """
     out = Path(out)
+    if report_only and not (out / STUDY_FILE).is_file():
+        raise ConfigError(f"--report-only: {out} holds no study (no {STUDY_FILE})")
     check_study(out, budget)
     claims = [CLAIMS[i] for i in claim_ids]
     runs = plan(claims, seeds, out)
-    counts = execute(runs, BUDGETS[budget], run_fn, warm_start_fn, progress=progress)
+    if report_only:
+        counts = {"finished": sum(run_state(r.run_dir) == "finished" for r in runs)}
+        counts["interrupted"], counts["new"] = 0, len(runs) - counts["finished"]
+    else:
+        counts = execute(runs, BUDGETS[budget], run_fn, warm_start_fn, progress=progress)
     from sao.reproduce.report import build_report, write_report  # matplotlib only when needed
 
     report = build_report(claims, seeds, budget, out)
     write_report(report, out)
-    print(
-        f"sao reproduce: {len(runs)} runs ({counts['finished']} already finished, "
-        f"{counts['interrupted']} resumed, {counts['new']} new); report in {out / 'report.md'}"
-    )
+    if report_only:
+        summary = f"{counts['finished']} finished, {counts['new']} not run (--report-only)"
+    else:
+        summary = (
+            f"{counts['finished']} already finished, {counts['interrupted']} resumed, "
+            f"{counts['new']} new"
+        )
+    print(f"sao reproduce: {len(runs)} runs ({summary}); report in {out / 'report.md'}")
     for claim in report["claims"]:
         print(f"  ({claim['id']}) {claim['verdict']}: {claim['statement']}")
     return 0

@@ -15,7 +15,7 @@ from typing import Any
 
 from sao.reproduce.claims import Claim, Comparison, Side
 from sao.reproduce.readers import MissingMetric
-from sao.reproduce.runs import run_dir_for
+from sao.reproduce.runs import run_dir_for, run_state
 from sao.reproduce.stats import RULE, conjunction, mean_t_interval, verdict
 from sao.runtime.durable import atomic_write_json, atomic_write_text
 
@@ -83,12 +83,22 @@ def judge_comparison(comparison: Comparison, seeds: int, out: Path) -> dict[str,
     }
 
 
+NOT_RUN = "not run"
+"""The verdict of a claim some of whose runs have not finished (`sao reproduce --report-only`
+on a study still under way): its numbers are shown, but nothing is judged from part of them."""
+
+
 def judge_claim(claim: Claim, seeds: int, out: Path) -> dict[str, Any]:
     comparisons = [judge_comparison(c, seeds, out) for c in claim.comparisons]
+    planned = [(arm, seed) for seed in range(seeds) for arm in claim.arms]
+    finished = sum(run_state(run_dir_for(out, arm, seed)) == "finished" for arm, seed in planned)
+    complete = finished == len(planned)
     return {
         "id": claim.id,
         "statement": claim.statement,
-        "verdict": conjunction([c["verdict"] for c in comparisons]),
+        "verdict": conjunction([c["verdict"] for c in comparisons]) if complete else NOT_RUN,
+        "runs_finished": finished,
+        "runs_planned": len(planned),
         "seeds": min(len(c["seeds_used"]) for c in comparisons),
         "arms": [
             {"key": a.key, "env": a.env, "preset": a.preset, "overrides": list(a.overrides)}
@@ -142,11 +152,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Verdicts",
         "",
-        "| claim | statement | seeds | verdict |",
-        "|---|---|---|---|",
+        "| claim | statement | seeds | runs finished | verdict |",
+        "|---|---|---|---|---|",
     ]
     lines += [
-        f"| ({c['id']}) | {c['statement']} | {c['seeds']} | **{c['verdict']}** |"
+        f"| ({c['id']}) | {c['statement']} | {c['seeds']} | "
+        f"{c['runs_finished']} of {c['runs_planned']} | **{c['verdict']}** |"
         for c in report["claims"]
     ]
     for claim in report["claims"]:
@@ -164,6 +175,12 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines += ["", claim["notes"]]
         for comp in claim["comparisons"]:
             lines += _comparison_lines(comp)
+        if claim["verdict"] == NOT_RUN:
+            lines += [
+                "",
+                f"Only {claim['runs_finished']} of its {claim['runs_planned']} runs have "
+                "finished: the numbers above are shown as they stand and not judged.",
+            ]
         lines += [
             "",
             f"Claim verdict: **{claim['verdict']}** over {claim['seeds']} seed(s).",
