@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from sao.agent_setup import build_agent_loop
 from sao.cli import main
 from sao.config import ConfigError, load_config
 from sao.models.policy import build_tiny_policy
 from sao.models.tokenizer import build_tokenizer
 from sao.rollout.engine import RolloutEngine
 from sao.rollout.factory import make_engine
-from sao.runtime.builders import build_agent_loop
 
 
 @pytest.fixture(scope="module")
