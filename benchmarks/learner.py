@@ -6,13 +6,16 @@ learner step adds everything else (collation, GAE, losses, metrics, gradient cli
 steps). Both are timed interleaved, after a warm-up, `--repeats` times; medians are compared.
 `overhead_ratio` = median step / median bare.
 
-The step runs its passes over packed sequences (`sao.learner.chunking.packed_forward`):
-`padding_frac` is the fraction of the tokens those passes compute that are padding, beside
-`batch_padding_frac` (the right-padded batch) and `chunked_padding_frac` (length-sorted padded
-passes). Two more learners are timed in the same rounds: one with length-sorted padded passes
+The step runs its passes over packed sequences (`sao.learner.chunking.packed_forward`), its
+models attending segment by segment (`sao_packed`, `sao.models.packed_attention`;
+`segment_attention` says whether they took it): `padding_frac` is the fraction of the tokens
+those passes compute that are padding, beside `batch_padding_frac` (the right-padded batch) and
+`chunked_padding_frac` (length-sorted padded passes). Two more learners, with transformers'
+`sdpa` attention, are timed in the same rounds: one with length-sorted padded passes
 (`packed_speedup` = its median step / the packed step's; the same tokens are trained, so this is
 the ratio per trained token) and one with one full-batch pass per forward (`chunked_speedup` =
-its median step / the length-sorted step's). `--shape code_repair` draws longer multi-turn
+its median step / the length-sorted step's). `*_cpu` ratios use this process's CPU time, which
+other jobs on a shared machine disturb far less than wall time. `--shape code_repair` draws longer multi-turn
 trajectories (~150 to ~1000 tokens) like that environment's, where padding is the larger share.
 
     python benchmarks/learner.py [--batch 32] [--repeats 5] [--shape calc|code_repair]

@@ -1,4 +1,4 @@
-"""Length-sorted forward passes: one `[B, T]` result from several passes over trimmed rows.
+"""Learner forward passes over little padding: length-sorted padded rows, or packed rows.
 
 A learner batch is right-padded to its longest trajectory. On multi-turn environments lengths
 spread widely (code_repair: ~150 to ~1000 tokens), so half of a full-batch forward is padding.
@@ -6,7 +6,8 @@ spread widely (code_repair: ~150 to ~1000 tokens), so half of a full-batch forwa
 tokens, trims each chunk to its own longest row and stitches the outputs back into the batch's
 order and width. Causal attention never lets a real token see right padding, so the result equals
 one full-batch pass (up to float rounding), gradients included, while the compute and the
-activation memory follow the real tokens.
+activation memory follow the real tokens. `packed_forward` goes further and puts several
+sequences side by side in one row (`plan_packing` chooses how, priced by `PackingCost`).
 """
 
 from __future__ import annotations
@@ -162,13 +163,12 @@ def plan_packing(
     plan) with `pack_rows`, and row widths from 1 to 2 times the longest sequence with
     `fill_rows`, keeps those whose rows fit in `max_tokens` (or hold one sequence), cuts the
     rows into passes of at most `max_tokens` tokens (`length_chunks` over the rows' fills) and
-    keeps the cheapest plan. A pass of rows of width
-    `W` costs `W * token_cost` a row plus its attention. With `sdpa` attention that is `W**2` a
-    row: the block-diagonal mask hides, but does not skip, the other sequences' pairs, so wide
-    rows of long sequences are not free and long code_repair-shaped batches keep about one
-    sequence a row. With segment attention (`cost.segment_attention`) it is `sum(n_i**2)` over
-    the row's sequences and its unused tail, so rows filled to the longest sequence, with almost
-    no padding, are the cheapest.
+    keeps the cheapest plan. A pass of rows of width `W` costs `W * token_cost` a row plus its
+    attention. With `sdpa` attention that is `W**2` a row: the block-diagonal mask hides, but
+    does not skip, the other sequences' pairs, so wide rows of long sequences are not free and
+    long code_repair-shaped batches keep about one sequence a row. With segment attention
+    (`cost.segment_attention`) it is `sum(n_i**2)` over the row's sequences and its unused tail,
+    so rows filled to the longest sequence, with almost no padding, are the cheapest.
     """
     longest = max(1, max(lengths))
     candidates = [pack_rows(lengths, rows) for rows in range(1, max(1, len(lengths)) + 1)]
@@ -209,11 +209,12 @@ def packed_forward(
 ) -> Outputs:
     """`fn` over the batch's sequences packed side by side, returned as right-padded `[B, T]`.
 
-    The sequences are packed into rows of nearly equal fill, run in passes of at most
-    `max_tokens` tokens (`plan_packing`). Inside a row each sequence's positions restart at 0,
+    The sequences are packed into rows, run in passes of at most `max_tokens` tokens
+    (`plan_packing`, priced by `cost`). Inside a row each sequence's positions restart at 0,
     which makes the model attend block-diagonally (a token sees only the earlier tokens of its
-    own sequence) with the same positions as alone: the result equals the padded computation up
-    to float rounding, while the compute follows the real tokens (`packed_padding_frac`).
+    own sequence; with `sao_packed` attention each sequence is attended alone) with the same
+    positions as alone: the result equals the padded computation up to float rounding, while
+    the compute follows the real tokens (`packed_padding_frac`).
 
     Args:
         fn: maps `(input_ids [n, L], position_ids [n, L])` of packed rows to one `[n, L]` tensor

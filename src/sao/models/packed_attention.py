@@ -114,7 +114,9 @@ def packed_mask(
     """No mask for calls without a padding mask and without a cache; `sdpa`'s mask otherwise.
 
     Without a padding mask and a cache the attention function reads the segments from the
-    positions itself, so no `[W, W]` mask is built for it.
+    positions itself, so no `[W, W]` mask is built for it. Mask functions a model overlays on
+    the causal one (image tokens of vision-language models) are not applied on that path: this
+    attention is for text decoders such as Qwen3 and Qwen3-MoE.
     """
     if attention_mask is None and q_offset == 0 and kv_offset == 0 and q_length == kv_length:
         return None
