@@ -11,7 +11,10 @@ are cut. Long sequences then pack no better than one per row.
 for packed rows, with its `AttentionMaskInterface`). Called on a packed row (no mask, query and
 key of the same length, `position_ids` restarting inside the row: the convention transformers'
 own packed-sequence detection and flash-attention's variable-length path use), it runs causal
-`scaled_dot_product_attention` on each segment alone and joins the outputs. Every other call
+`scaled_dot_product_attention` on each segment alone and joins the outputs. Segments of similar
+length share one call, each right-padded to the group's longest (causality keeps the padding
+out of every real token's view): a call per segment would cost more in dispatch than the
+attention of short sequences does. Every other call
 (padded batches with a mask, generation with a cache, rows holding one sequence) goes unchanged
 to transformers' `sdpa` attention, so a model switched to it computes what `sdpa` computes.
 """
@@ -52,21 +55,50 @@ def packed_attention_forward(
     segments = _packed_segments(query, key, attention_mask, position_ids, kwargs)
     if segments is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    rows = []
-    for row, cuts in enumerate(segments):
-        pieces = [
-            sdpa_attention_forward(
-                module,
-                query[row : row + 1, :, start:end],
-                key[row : row + 1, :, start:end],
-                value[row : row + 1, :, start:end],
-                None,
-                **kwargs,
-            )[0]
-            for start, end in zip(cuts[:-1], cuts[1:], strict=True)
-        ]
-        rows.append(torch.cat(pieces, dim=1))
-    return torch.cat(rows, dim=0), None
+    batch, heads, width, head_dim = query.shape
+    flat = [
+        t.transpose(1, 2).reshape(batch * width, t.shape[1], head_dim) for t in (query, key, value)
+    ]
+    outputs, sources = [], []
+    for starts, lengths in _length_groups(segments, width):
+        # Each segment right-padded to the group's longest by repeating its last token: under
+        # a causal mask no real query sees what lies after it, so the padding changes nothing.
+        longest = max(lengths)
+        steps = torch.arange(longest, device=query.device)
+        n = torch.tensor(lengths, device=query.device)[:, None]
+        index = torch.tensor(starts, device=query.device)[:, None] + steps.minimum(n - 1)
+        q, k, v = (t[index].transpose(1, 2) for t in flat)
+        out = sdpa_attention_forward(module, q, k, v, None, **kwargs)[0]
+        real = steps < n
+        outputs.append(out[real])
+        sources.append(index[real])
+    source = torch.cat(sources)
+    inverse = torch.empty_like(source)
+    inverse[source] = torch.arange(len(source), device=source.device)
+    return torch.cat(outputs)[inverse].view(batch, width, heads, -1), None
+
+
+def _length_groups(segments: list[list[int]], width: int) -> list[tuple[list[int], list[int]]]:
+    """Every segment as `(flat start, length)`, grouped by similar length, longest first.
+
+    A segment joins a group while its own attention is at least half what the group's longest
+    costs (`2 * n**2 >= L**2`): few calls, and at most twice the pairs of one call a segment.
+    """
+    spans = sorted(
+        (
+            (cuts[i + 1] - cuts[i], row * width + cuts[i])
+            for row, cuts in enumerate(segments)
+            for i in range(len(cuts) - 1)
+        ),
+        reverse=True,
+    )
+    groups: list[tuple[list[int], list[int]]] = []
+    for length, start in spans:
+        if not groups or 2 * length**2 < groups[-1][1][0] ** 2:
+            groups.append(([], []))
+        groups[-1][0].append(start)
+        groups[-1][1].append(length)
+    return groups
 
 
 def _packed_segments(
