@@ -96,7 +96,8 @@ class PackingCost:
     Attributes:
         token_cost: a token's compute outside attention.
         segment_attention: the model attends segment by segment (`sao_packed` attention): a row
-            costs `sum(n_i**2)` attention over its sequences, not `W**2` over the whole row.
+            costs about `sum(n_i**2)` attention over its sequences, not `W**2` over the whole
+            row.
     """
 
     token_cost: float = DEFAULT_TOKEN_COST
