@@ -23,6 +23,7 @@ from sao.models import build_tiny_policy, build_tokenizer
 from sao.models.critic import ValueModel
 from sao.models.packed_attention import (
     PACKED_ATTENTION,
+    _length_groups,
     packed_attention_forward,
     use_packed_attention,
     uses_packed_attention,
@@ -72,9 +73,11 @@ def assert_same_grads(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) ->
 
 def test_packed_policy_outputs_and_gradients_equal_the_padded_computation() -> None:
     padded_model, packed_model = tiny_pair()
-    ids, mask = padded_batch(padded_model.config.vocab_size, LENGTHS)
-    plan = plan_packing(LENGTHS, 64, SEGMENTS)
+    lengths = [*LENGTHS, 130]  # long enough for an attention call of its own
+    ids, mask = padded_batch(padded_model.config.vocab_size, lengths)
+    plan = plan_packing(lengths, 256, SEGMENTS)
     assert any(len(row) > 2 for rows in plan for row in rows)  # really several a row
+    assert any(130 in [lengths[s] for s in row] and len(row) > 1 for rows in plan for row in rows)
 
     logp, ent = token_logprobs_and_entropy(padded_model, ids, mask, 0.7)
     ((logp + ent) * mask).sum().backward()
@@ -82,7 +85,7 @@ def test_packed_policy_outputs_and_gradients_equal_the_padded_computation() -> N
         lambda i, p: token_logprobs_and_entropy(packed_model, i, None, 0.7, p),
         ids,
         mask,
-        64,
+        256,
         SEGMENTS,
     )
     ((packed_logp + packed_ent) * mask).sum().backward()
@@ -188,6 +191,12 @@ def test_rows_are_split_where_positions_restart_and_only_there() -> None:
     unsplit, _ = packed_attention_forward(module, query, key, value, None, None, scaling=0.2)
     torch.testing.assert_close(unsplit[:, :3], out[:, :3])
     assert not torch.allclose(unsplit[0, 3:], out[0, 3:], atol=1e-3)
+
+
+def test_segments_share_a_call_only_while_padding_costs_less_than_a_call() -> None:
+    # Two rows of width 320: segments of 300, 10, 10 and of 100, 20, 200 tokens.
+    groups = _length_groups([[0, 300, 310, 320], [0, 100, 120, 320]], 320)
+    assert groups == [([0], [300]), ([440], [200]), ([320], [100]), ([420, 310, 300], [20, 10, 10])]
 
 
 def test_models_that_cannot_take_it_keep_their_attention(monkeypatch) -> None:
