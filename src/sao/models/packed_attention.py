@@ -13,10 +13,10 @@ key of the same length, `position_ids` restarting inside the row: the convention
 own packed-sequence detection and flash-attention's variable-length path use), it runs causal
 `scaled_dot_product_attention` on each segment alone and joins the outputs. Segments of similar
 length share one call, each right-padded to the group's longest (causality keeps the padding
-out of every real token's view): a call per segment would cost more in dispatch than the
-attention of short sequences does. Every other call
-(padded batches with a mask, generation with a cache, rows holding one sequence) goes unchanged
-to transformers' `sdpa` attention, so a model switched to it computes what `sdpa` computes.
+out of every real token's view), since a call per short segment costs more in dispatch than in
+attention. Every other call (padded batches with a mask, generation with a cache, rows holding
+one sequence) goes unchanged to transformers' `sdpa` attention, so a model switched to it
+computes what `sdpa` computes.
 """
 
 from __future__ import annotations
