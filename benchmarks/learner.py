@@ -6,13 +6,16 @@ learner step adds everything else (collation, GAE, losses, metrics, gradient cli
 steps). Both are timed interleaved, after a warm-up, `--repeats` times; medians are compared.
 `overhead_ratio` = median step / median bare.
 
-The step runs its passes over packed sequences (`sao.learner.chunking.packed_forward`):
-`padding_frac` is the fraction of the tokens those passes compute that are padding, beside
-`batch_padding_frac` (the right-padded batch) and `chunked_padding_frac` (length-sorted padded
-passes). Two more learners are timed in the same rounds: one with length-sorted padded passes
+The step runs its passes over packed sequences (`sao.learner.chunking.packed_forward`), its
+models attending segment by segment (`sao_packed`, `sao.models.packed_attention`;
+`segment_attention` says whether they took it): `padding_frac` is the fraction of the tokens
+those passes compute that are padding, beside `batch_padding_frac` (the right-padded batch) and
+`chunked_padding_frac` (length-sorted padded passes). Two more learners, with transformers'
+`sdpa` attention, are timed in the same rounds: one with length-sorted padded passes
 (`packed_speedup` = its median step / the packed step's; the same tokens are trained, so this is
 the ratio per trained token) and one with one full-batch pass per forward (`chunked_speedup` =
-its median step / the length-sorted step's). `--shape code_repair` draws longer multi-turn
+its median step / the length-sorted step's). `*_cpu` ratios use this process's CPU time, which
+other jobs on a shared machine disturb far less than wall time. `--shape code_repair` draws longer multi-turn
 trajectories (~150 to ~1000 tokens) like that environment's, where padding is the larger share.
 
     python benchmarks/learner.py [--batch 32] [--repeats 5] [--shape calc|code_repair]
@@ -35,7 +38,7 @@ from transformers import PreTrainedModel
 
 from sao.config import load_config
 from sao.learner import Learner
-from sao.learner.chunking import chunked_padding_frac, packed_padding_frac, token_cost_for
+from sao.learner.chunking import chunked_padding_frac, packed_padding_frac
 from sao.models import build_tiny_policy, build_tokenizer, token_logprobs
 from sao.models.critic import ValueModel
 from sao.trajectory import Batch, Trajectory, collate
@@ -129,10 +132,12 @@ def main() -> None:
     config = load_config("sao")
     trajectories = synthetic_trajectories(policy, len(tokenizer), args.batch, args.seed, args.shape)
     pad = tokenizer.pad_token_id
-    learner = Learner(policy, config, pad_token_id=pad)
+    # Copies first: the packed learner switches its models' attention (`sao_packed`), the others
+    # keep transformers' `sdpa`.
     chunked = Learner(copy.deepcopy(policy), config, pad_token_id=pad, pack=False)
     one_pass_config = load_config("sao", overrides=["train.micro_batch_tokens=100000000"])
     one_pass = Learner(copy.deepcopy(policy), one_pass_config, pad_token_id=pad, pack=False)
+    learner = Learner(copy.deepcopy(policy), config, pad_token_id=pad)
     assert learner.critic is not None
     batch = collate(trajectories, tokenizer.pad_token_id)
     batch = Batch(**{k: v.to(device) for k, v in vars(batch).items()})
@@ -142,7 +147,7 @@ def main() -> None:
         learner.step(trajectories)
 
     def bare() -> None:
-        bare_passes(policy, learner.critic, batch, k_updates)
+        bare_passes(learner.policy, learner.critic, batch, k_updates)
 
     def chunked_step() -> None:
         chunked.step(trajectories)
@@ -185,7 +190,8 @@ def main() -> None:
         "step_cpu_s_median": step_cpu,
         "bare_cpu_s_median": bare_cpu,
         "overhead_ratio_cpu": step_cpu / bare_cpu,
-        "padding_frac": packed_padding_frac(lengths, micro, token_cost_for(policy)),
+        "padding_frac": packed_padding_frac(lengths, micro, learner.packing_cost),
+        "segment_attention": learner.packing_cost.segment_attention,
         "chunked_padding_frac": chunked_padding_frac(lengths, micro),
         "batch_padding_frac": batch.padding_frac,
         "shape": args.shape,

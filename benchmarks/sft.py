@@ -3,7 +3,8 @@
 Draws random batches of an environment's real teacher demonstrations, as `sao sft` does, and times
 `sft_loss` + backward on each batch twice, interleaved: once as one right-padded pass, once over
 the sequences packed side by side in passes of at most `--micro-batch-tokens` tokens
-(`sft.micro_batch_tokens`). Both compute the same loss; `speedup` = median padded step / median
+(`sft.micro_batch_tokens`) by a copy of the model switched to segment-by-segment attention, as
+`sao sft` runs it (`sao.models.packed_attention`). Both compute the same loss; `speedup` = median padded step / median
 packed step. `padding_frac` is the fraction of the tokens the packed passes compute that are
 padding, `batch_padding_frac` the padded batches'.
 
@@ -14,6 +15,7 @@ padding, `batch_padding_frac` the padded batches'.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import random
 import statistics
@@ -21,10 +23,11 @@ import time
 from pathlib import Path
 
 import torch
+from transformers import PreTrainedModel
 
 from sao.envs.registry import make_demonstrations
-from sao.learner.chunking import packed_padding_frac, token_cost_for
-from sao.models import build_tiny_policy, build_tokenizer
+from sao.learner.chunking import packed_padding_frac, packing_cost_for
+from sao.models import build_tiny_policy, build_tokenizer, use_packed_attention
 from sao.warmstart import collate_demonstrations, encode_segments, sft_loss
 
 
@@ -44,12 +47,19 @@ def main() -> None:
 
     tokenizer = build_tokenizer()
     model = build_tiny_policy(tokenizer, seed=args.seed)
+    packed_model = copy.deepcopy(model)
+    use_packed_attention(packed_model)
     pad = tokenizer.pad_token_id
     demos = make_demonstrations(args.env, 20 * args.batch, args.seed)
     encoded = [encode_segments(tokenizer, demo) for demo in demos]
     rng = random.Random(args.seed)
 
-    def step(input_ids: torch.Tensor, loss_mask: torch.Tensor, max_tokens: int | None) -> float:
+    def step(
+        model: PreTrainedModel,
+        input_ids: torch.Tensor,
+        loss_mask: torch.Tensor,
+        max_tokens: int | None,
+    ) -> float:
         model.zero_grad(set_to_none=True)
         start = time.perf_counter()
         sft_loss(model, input_ids, loss_mask, pad, max_tokens).backward()
@@ -60,15 +70,17 @@ def main() -> None:
         batch = [encoded[i] for i in rng.sample(range(len(encoded)), args.batch)]
         input_ids, loss_mask = collate_demonstrations(batch, pad)
         times = (
-            step(input_ids, loss_mask, None),
-            step(input_ids, loss_mask, args.micro_batch_tokens),
+            step(model, input_ids, loss_mask, None),
+            step(packed_model, input_ids, loss_mask, args.micro_batch_tokens),
         )
         if round_:
             padded.append(times[0])
             packed.append(times[1])
             lengths = (input_ids != pad).sum(dim=1).tolist()
             padding.append(
-                packed_padding_frac(lengths, args.micro_batch_tokens, token_cost_for(model))
+                packed_padding_frac(
+                    lengths, args.micro_batch_tokens, packing_cost_for(packed_model)
+                )
             )
             batch_padding.append(float((input_ids == pad).float().mean()))
 

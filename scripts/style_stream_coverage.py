@@ -14,12 +14,12 @@ import argparse
 import json
 from collections import Counter
 
+from sao.agent_setup import build_agent_loop
 from sao.config import load_config
 from sao.envs.style_stream.metrics import UNSTYLED, reply_category
 from sao.envs.style_stream.styles import STYLES
 from sao.envs.style_stream.tasks import StyleStreamTaskSource
 from sao.models.policy import load_policy
-from sao.runtime.builders import build_agent_loop
 
 
 def main(argv: list[str] | None = None) -> None:

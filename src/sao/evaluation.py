@@ -17,10 +17,10 @@ from typing import Any
 from tqdm import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from sao.agent_setup import build_agent_loop
 from sao.config import SAOConfig
+from sao.durable import strict_dumps
 from sao.envs.registry import make_task_source
-from sao.runtime.builders import build_agent_loop
-from sao.runtime.durable import strict_dumps
 
 
 def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:

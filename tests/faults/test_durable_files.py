@@ -8,17 +8,17 @@ import math
 import pytest
 import torch
 
+from sao.durable import (
+    atomic_write_json,
+    open_jsonl_for_append,
+    read_jsonl,
+    strict_dumps,
+)
 from sao.runtime.checkpoints import (
     checkpoint_steps,
     load_latest_checkpoint,
     prune_checkpoints,
     save_checkpoint,
-)
-from sao.runtime.durable import (
-    atomic_write_json,
-    open_jsonl_for_append,
-    read_jsonl,
-    strict_dumps,
 )
 from sao.runtime.record import RunRecord
 from sao.runtime.run_dir import MetricsLogger, RunClock

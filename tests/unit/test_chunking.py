@@ -190,6 +190,8 @@ def test_a_packed_learner_step_equals_a_padded_one():
     for pack in (True, False):
         torch.manual_seed(0)  # the critic's value head is initialised at random
         learner = Learner(copy.deepcopy(policy), load_config("sao"), pack=pack)
+        # Packed: the policy and critic attend segment by segment (`sao_packed`).
+        assert learner.packing_cost.segment_attention == pack
         runs[pack] = learner.step(trajectories)
     for key in ("actor/pg_loss", "actor/grad_norm", "actor/entropy", "actor/ratio_mean"):
         assert runs[True][key] == pytest.approx(runs[False][key], rel=1e-4, abs=1e-7), key

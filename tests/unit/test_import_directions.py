@@ -2,7 +2,9 @@
 
 Environments describe tasks and rewards; they must not know how a run is scheduled or trained,
 so nothing under `sao/envs/` imports `sao.runtime` or `sao.learner`. The algorithm's pure math
-(`sao/core/`) imports nothing from the runtime either.
+(`sao/core/`) imports nothing from the runtime either. Evaluation and the warm start are used by
+the runtime, so they import nothing from it; no two top-level parts of `sao` import each other,
+directly or through others.
 """
 
 from __future__ import annotations
@@ -37,15 +39,57 @@ def is_within(module: str, packages: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(f"{p}.") for p in packages)
 
 
+def python_files(layer: str) -> list[Path]:
+    """The files of `src/<layer>`: a package's, at any depth, or the one module it names."""
+    root = SRC / layer
+    return sorted(root.rglob("*.py")) if root.is_dir() else [root]
+
+
 def violations(layer: str, forbidden: tuple[str, ...]) -> list[str]:
     """`file: module` for every import of a forbidden package by a file under `src/<layer>`."""
     found = []
-    for path in sorted((SRC / layer).rglob("*.py")):
+    for path in python_files(layer):
         package = ".".join(path.relative_to(SRC).parts[:-1])
         for module in sorted(imported_modules(path.read_text(encoding="utf-8"), package)):
             if is_within(module, forbidden):
                 found.append(f"{path.relative_to(SRC)}: {module}")
     return found
+
+
+def part_imports() -> dict[str, set[str]]:
+    """Which top-level parts of `sao` (`sao.runtime`, `sao.evaluation`, ...) each part imports."""
+    layers = {
+        f"sao.{p.stem}": str(p.relative_to(SRC))
+        for p in (SRC / "sao").iterdir()
+        if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()
+    }
+    edges = {}
+    for part, layer in layers.items():
+        imported: set[str] = set()
+        for path in python_files(layer):
+            package = ".".join(path.relative_to(SRC).parts[:-1])
+            imported |= imported_modules(path.read_text(encoding="utf-8"), package)
+        edges[part] = {
+            other
+            for other in layers
+            if other != part and any(is_within(m, (other,)) for m in imported)
+        }
+    return edges
+
+
+def cycle_through(edges: dict[str, set[str]], start: str) -> list[str] | None:
+    """A path of imports from `start` back to itself, if there is one."""
+    stack = [(start, [start])]
+    seen: set[str] = set()
+    while stack:
+        node, path = stack.pop()
+        for nxt in sorted(edges[node]):
+            if nxt == start:
+                return [*path, start]
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append((nxt, [*path, nxt]))
+    return None
 
 
 def test_environments_import_neither_runtime_nor_learner() -> None:
@@ -56,6 +100,25 @@ def test_environments_import_neither_runtime_nor_learner() -> None:
 def test_core_imports_nothing_from_the_runtime() -> None:
     assert list((SRC / "sao" / "core").rglob("*.py"))
     assert violations("sao/core", ("sao.runtime",)) == []
+
+
+def test_evaluation_and_the_warm_start_import_nothing_from_the_runtime() -> None:
+    for layer in ("sao/evaluation.py", "sao/warmstart.py"):
+        assert (SRC / layer).is_file()
+        assert violations(layer, ("sao.runtime",)) == []
+
+
+def test_no_two_parts_of_the_package_import_each_other() -> None:
+    edges = part_imports()
+    assert {"sao.runtime", "sao.evaluation", "sao.warmstart"} <= edges.keys()
+    assert "sao.evaluation" in edges["sao.runtime"]  # the check sees real edges
+    assert [cycle_through(edges, part) for part in sorted(edges)] == [None] * len(edges)
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycle_through(edges, "a") == ["a", "b", "c", "a"]
+    assert cycle_through(edges, "d") is None
 
 
 @pytest.mark.parametrize(

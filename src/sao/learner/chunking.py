@@ -1,4 +1,4 @@
-"""Length-sorted forward passes: one `[B, T]` result from several passes over trimmed rows.
+"""Learner forward passes over little padding: length-sorted padded rows, or packed rows.
 
 A learner batch is right-padded to its longest trajectory. On multi-turn environments lengths
 spread widely (code_repair: ~150 to ~1000 tokens), so half of a full-batch forward is padding.
@@ -6,17 +6,21 @@ spread widely (code_repair: ~150 to ~1000 tokens), so half of a full-batch forwa
 tokens, trims each chunk to its own longest row and stitches the outputs back into the batch's
 order and width. Causal attention never lets a real token see right padding, so the result equals
 one full-batch pass (up to float rounding), gradients included, while the compute and the
-activation memory follow the real tokens.
+activation memory follow the real tokens. `packed_forward` goes further and puts several
+sequences side by side in one row (`plan_packing` chooses how, priced by `PackingCost`).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from sao.models.packed_attention import uses_packed_attention
 
 Outputs = Tensor | tuple[Tensor, ...]
 
@@ -85,10 +89,36 @@ def chunked_forward(
 DEFAULT_TOKEN_COST = 640.0
 
 
-def token_cost_for(model: object) -> float:
-    """`DEFAULT_TOKEN_COST` scaled to a model's `config.hidden_size` (5 * hidden), if it has one."""
-    hidden = getattr(getattr(model, "config", None), "hidden_size", None)
-    return 5.0 * hidden if isinstance(hidden, int) and hidden > 0 else DEFAULT_TOKEN_COST
+@dataclass(frozen=True)
+class PackingCost:
+    """What a packed row costs, in query-key pairs of attention (see `plan_packing`).
+
+    Attributes:
+        token_cost: a token's compute outside attention.
+        segment_attention: the model attends segment by segment (`sao_packed` attention): a row
+            costs about `sum(n_i**2)` attention over its sequences, not `W**2` over the whole
+            row.
+    """
+
+    token_cost: float = DEFAULT_TOKEN_COST
+    segment_attention: bool = False
+
+
+def packing_cost_for(model: object, *others: object) -> PackingCost:
+    """What a packed row costs when `model` (and `others`, if given) compute it.
+
+    `DEFAULT_TOKEN_COST` scaled to `model`'s `config.hidden_size` (5 * hidden), if it has one;
+    segment attention only if every model attends segment by segment
+    (`sao.models.packed_attention`), since a plan is shared by all of them.
+    """
+    hidden = getattr(_config_of(model), "hidden_size", None)
+    token_cost = 5.0 * hidden if isinstance(hidden, int) and hidden > 0 else DEFAULT_TOKEN_COST
+    segments = all(uses_packed_attention(m) for m in (model, *others))
+    return PackingCost(token_cost, segments)
+
+
+def _config_of(model: object) -> object:
+    return getattr(getattr(model, "backbone", model), "config", None)
 
 
 def pack_rows(lengths: Sequence[int], rows: int) -> list[list[int]]:
@@ -126,18 +156,20 @@ def fill_rows(lengths: Sequence[int], width: int) -> list[list[int]]:
 
 
 def plan_packing(
-    lengths: Sequence[int], max_tokens: int, token_cost: float = DEFAULT_TOKEN_COST
+    lengths: Sequence[int], max_tokens: int, cost: PackingCost = PackingCost()
 ) -> list[list[list[int]]]:
     """The passes `packed_forward` runs: each a list of packed rows, each a list of sequences.
 
     Tries every row count from 1 to one sequence per row (which is exactly `chunked_forward`'s
     plan) with `pack_rows`, and row widths from 1 to 2 times the longest sequence with
-    `fill_rows`, cuts the rows into passes of at most `max_tokens` tokens
-    (`length_chunks` over the rows' fills) and keeps the cheapest plan. A row of width `W` costs
-    `W * token_cost + W**2`: the attention of a packed row is computed over all of it (the
-    block-diagonal mask hides, but does not skip, the other sequences), so wide rows full of
-    short sequences are not free. On calc-shaped batches this packs two or three sequences a row;
-    on long code_repair-shaped ones it keeps about one, as length-sorted passes do.
+    `fill_rows`, keeps those whose rows fit in `max_tokens` (or hold one sequence), cuts the
+    rows into passes of at most `max_tokens` tokens (`length_chunks` over the rows' fills) and
+    keeps the cheapest plan. A pass of rows of width `W` costs `W * token_cost` a row plus its
+    attention. With `sdpa` attention that is `W**2` a row: the block-diagonal mask hides, but
+    does not skip, the other sequences' pairs, so wide rows of long sequences are not free and
+    long code_repair-shaped batches keep about one sequence a row. With segment attention
+    (`cost.segment_attention`) it is `sum(n_i**2)` over the row's sequences and its unused tail,
+    so rows filled to the longest sequence, with almost no padding, are the cheapest.
     """
     longest = max(1, max(lengths))
     candidates = [pack_rows(lengths, rows) for rows in range(1, max(1, len(lengths)) + 1)]
@@ -145,17 +177,24 @@ def plan_packing(
     best: tuple[float, list[list[list[int]]]] | None = None
     for bins in candidates:
         fills = [sum(lengths[s] for s in b) for b in bins]
+        if max(fills) > max(max_tokens, longest):
+            continue  # a row wider than a pass may hold: only a sequence alone may be
         passes = [[bins[b] for b in chunk] for chunk in length_chunks(fills, max_tokens)]
-        cost = sum(_pass_cost(p, lengths, token_cost) for p in passes)
-        if best is None or cost < best[0]:
-            best = (cost, passes)
+        total = sum(_pass_cost(p, lengths, cost) for p in passes)
+        if best is None or total < best[0]:
+            best = (total, passes)
     assert best is not None
     return best[1]
 
 
-def _pass_cost(rows: list[list[int]], lengths: Sequence[int], token_cost: float) -> float:
-    width = max(1, max(sum(lengths[s] for s in row) for row in rows))
-    return len(rows) * (width * token_cost + width**2)
+def _pass_cost(rows: list[list[int]], lengths: Sequence[int], cost: PackingCost) -> float:
+    fills = [sum(lengths[s] for s in row) for row in rows]
+    width = max(1, max(fills))
+    if not cost.segment_attention:
+        return len(rows) * (width * cost.token_cost + width**2)
+    pairs = sum(lengths[s] ** 2 for row in rows for s in row)
+    pairs += sum((width - fill) ** 2 for fill in fills)
+    return len(rows) * width * cost.token_cost + pairs
 
 
 def _pass_tokens(rows: list[list[int]], lengths: Sequence[int]) -> int:
@@ -167,15 +206,16 @@ def packed_forward(
     input_ids: Tensor,
     attention_mask: Tensor,
     max_tokens: int,
-    token_cost: float = DEFAULT_TOKEN_COST,
+    cost: PackingCost = PackingCost(),
 ) -> Outputs:
     """`fn` over the batch's sequences packed side by side, returned as right-padded `[B, T]`.
 
-    The sequences are packed into rows of nearly equal fill, run in passes of at most
-    `max_tokens` tokens (`plan_packing`). Inside a row each sequence's positions restart at 0,
+    The sequences are packed into rows, run in passes of at most `max_tokens` tokens
+    (`plan_packing`, priced by `cost`). Inside a row each sequence's positions restart at 0,
     which makes the model attend block-diagonally (a token sees only the earlier tokens of its
-    own sequence) with the same positions as alone: the result equals the padded computation up
-    to float rounding, while the compute follows the real tokens (`packed_padding_frac`).
+    own sequence; with `sao_packed` attention each sequence is attended alone) with the same
+    positions as alone: the result equals the padded computation up to float rounding, while
+    the compute follows the real tokens (`packed_padding_frac`).
 
     Args:
         fn: maps `(input_ids [n, L], position_ids [n, L])` of packed rows to one `[n, L]` tensor
@@ -185,7 +225,7 @@ def packed_forward(
         input_ids: `[B, T]` right-padded token ids.
         attention_mask: `[B, T]`, 1 on real tokens.
         max_tokens: tokens per pass at most (a longer row still runs, alone).
-        token_cost: a token's non-attention compute in attention pairs (see `plan_packing`).
+        cost: what a packed row costs this model (`packing_cost_for`; see `plan_packing`).
 
     Returns:
         What `fn` would return on each row alone, as `[B, T]` tensors, zero past each row's
@@ -200,7 +240,7 @@ def packed_forward(
     flat_outputs: list[tuple[Tensor, ...]] = []
     offset = 0
     returns_tuple = False
-    for rows in plan_packing(lengths, max_tokens, token_cost):
+    for rows in plan_packing(lengths, max_tokens, cost):
         pass_width = max(1, max(sum(lengths[s] for s in row) for row in rows))
         ids = torch.zeros(len(rows), pass_width, dtype=input_ids.dtype)
         positions = torch.zeros(len(rows), pass_width, dtype=torch.long)
@@ -230,10 +270,10 @@ def packed_forward(
 
 
 def packed_padding_frac(
-    lengths: Sequence[int], max_tokens: int, token_cost: float = DEFAULT_TOKEN_COST
+    lengths: Sequence[int], max_tokens: int, cost: PackingCost = PackingCost()
 ) -> float:
     """The fraction of the tokens `packed_forward` computes that are padding."""
-    computed = sum(_pass_tokens(p, lengths) for p in plan_packing(lengths, max_tokens, token_cost))
+    computed = sum(_pass_tokens(p, lengths) for p in plan_packing(lengths, max_tokens, cost))
     return 1.0 - sum(lengths) / computed
 
 

@@ -38,7 +38,7 @@ from sao.learner.chunking import (
     chunked_padding_frac,
     packed_forward,
     packed_padding_frac,
-    token_cost_for,
+    packing_cost_for,
 )
 from sao.learner.optim import (
     apply_gradients,
@@ -49,6 +49,7 @@ from sao.learner.optim import (
 from sao.learner.precision import mixed_precision_forward, prepare_model, resolve_device
 from sao.learner.sharding import full_state_dict
 from sao.models.critic import ValueModel, attention_parameter_names, freeze_modules
+from sao.models.packed_attention import use_packed_attention
 from sao.models.policy import token_logprobs_and_entropy
 from sao.trajectory import Batch, Trajectory, collate
 
@@ -66,12 +67,15 @@ class Learner:
             `config.critic.freeze` is applied to it here (the frozen names are kept in
             `frozen_critic_parameters`).
         pad_token_id: id used to right-pad batches (masked out, never trained on).
-        pack: run the forward passes over packed sequences (`sao.learner.chunking`); False runs
-            length-sorted padded passes instead (the same result, more padding computed).
+        pack: run the forward passes over packed sequences (`sao.learner.chunking`), switching
+            the policy and critic to segment-by-segment attention where they accept it
+            (`sao.models.packed_attention`); False runs length-sorted padded passes instead
+            (the same result, more padding computed).
 
     Attributes:
         version: the policy's weight version; 0 at start, +1 per `step`.
         skipped_steps: optimizer steps skipped because a loss or gradient was not finite.
+        packing_cost: what a packed row costs these models (`sao.learner.chunking`).
     """
 
     def __init__(
@@ -86,6 +90,8 @@ class Learner:
         self.config = config
         train = config.train
         self.device = resolve_device(train.learner_device)
+        if pack:
+            use_packed_attention(policy)
         self.policy = prepare_model(policy, self.device, train.gradient_checkpointing)
         self.pad_token_id = pad_token_id
         self.pack = pack
@@ -102,6 +108,8 @@ class Learner:
             _require_fp32(critic, "critic")
             self.critic = critic.to(self.device).eval()
             self.frozen_critic_parameters = freeze_modules(self.critic, list(config.critic.freeze))
+            if pack:
+                use_packed_attention(self.critic)
             prepare_model(self.critic, self.device, train.gradient_checkpointing)
             attention = attention_parameter_names(self.critic)
             self._critic_norm_sets = {
@@ -115,6 +123,8 @@ class Learner:
             )
         elif critic is not None:
             raise ValueError("Learner: a critic was given but config.critic.enabled is false")
+
+        self.packing_cost = packing_cost_for(self.policy, *([self.critic] if self.critic else []))
 
         self.baseline: RunningMeanBaseline | None = None
         if config.algo.advantage == "running_mean":
@@ -263,7 +273,7 @@ class Learner:
                 batch.input_ids,
                 batch.attention_mask,
                 max_tokens,
-                token_cost_for(self.policy),
+                self.packing_cost,
             )
         return chunked_forward(
             lambda ids, attn: fn(ids, attn, None), batch.input_ids, batch.attention_mask, max_tokens
@@ -274,7 +284,7 @@ class Learner:
         lengths = batch.attention_mask.sum(dim=1).tolist()
         max_tokens = self.config.train.micro_batch_tokens
         if self.pack:
-            return packed_padding_frac(lengths, max_tokens, token_cost_for(self.policy))
+            return packed_padding_frac(lengths, max_tokens, self.packing_cost)
         return chunked_padding_frac(lengths, max_tokens)
 
     def _to_device(self, batch: Batch) -> Batch:

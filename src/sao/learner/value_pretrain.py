@@ -17,9 +17,10 @@ from sao.config import SAOConfig
 from sao.core.advantages import token_gae
 from sao.core.losses import value_loss
 from sao.core.metrics import explained_variance
-from sao.learner.chunking import packed_forward, token_cost_for
+from sao.learner.chunking import packed_forward, packing_cost_for
 from sao.learner.optim import apply_gradients, build_optimizer
 from sao.models.critic import ValueModel
+from sao.models.packed_attention import use_packed_attention
 from sao.trajectory import Trajectory, collate
 
 
@@ -44,7 +45,9 @@ def pretrain_value(
     output the language-model features were never shaped for; the attention that reads the
     prompt is what predicts its return, so cold-start fitting uses the full model, while during
     RL frozen attention keeps the critic stable as the policy drifts. The parameters' previous
-    `requires_grad` flags are restored on return.
+    `requires_grad` flags are restored on return. The forwards run over packed sequences, with
+    the critic switched to segment-by-segment attention where it accepts it
+    (`sao.models.packed_attention`).
 
     Mini-batches of `config.critic.pretrain.batch_size` trajectories are drawn in shuffled epochs
     (seeded by `config.train.seed`). The explained variance over the pretraining set uses each
@@ -65,6 +68,8 @@ def pretrain_value(
     returns = [monte_carlo_returns(t, algo.gamma).to(device) for t in trajectories]
     masks = [torch.tensor(t.action_mask, device=device, dtype=torch.float) for t in trajectories]
     latest_values: list[torch.Tensor | None] = [None] * len(trajectories)
+    use_packed_attention(critic)
+    packing_cost = packing_cost_for(critic)
 
     was_trainable = {name: p.requires_grad for name, p in critic.named_parameters()}
     for param in critic.parameters():
@@ -87,7 +92,7 @@ def pretrain_value(
                 batch.input_ids.to(device),
                 batch.attention_mask.to(device),
                 config.train.micro_batch_tokens,
-                token_cost_for(critic.backbone),
+                packing_cost,
             )
             targets = torch.zeros_like(values)
             for row, i in enumerate(chosen):

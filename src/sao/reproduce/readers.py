@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sao.runtime.durable import read_jsonl
+from sao.durable import read_jsonl
 
 
 class MissingMetric(LookupError):

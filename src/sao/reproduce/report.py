@@ -13,11 +13,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from sao.durable import atomic_write_json, atomic_write_text
 from sao.reproduce.claims import Claim, Comparison, Side
 from sao.reproduce.readers import MissingMetric
 from sao.reproduce.runs import run_dir_for, run_state
 from sao.reproduce.stats import RULE, conjunction, mean_t_interval, verdict
-from sao.runtime.durable import atomic_write_json, atomic_write_text
 
 _SIGN = {"greater": ">", "less": "<", "not_less": ">="}
 

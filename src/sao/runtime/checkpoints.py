@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from sao.runtime.durable import atomic_write_text, fsync_dir, strict_dumps
-from sao.runtime.faults import pause_point
+from sao.durable import atomic_write_text, fsync_dir, strict_dumps
+from sao.faults import pause_point
 from sao.runtime.record import RunRecord
 
 _PREFIX = "step_"

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from sao.config import SAOConfig, load_config
-from sao.runtime.durable import atomic_write_text, strict_dumps
+from sao.durable import atomic_write_text, strict_dumps
 from sao.runtime.run_dir import check_writable, existing_run_files
 
 RAY_CONNECT_TIMEOUT_S = 5.0

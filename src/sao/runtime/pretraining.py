@@ -11,12 +11,12 @@ import time
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from sao.agent_setup import build_agent_loop
 from sao.config import SAOConfig
 from sao.envs.registry import make_task_source
 from sao.learner.precision import resolve_device
 from sao.learner.value_pretrain import pretrain_value
 from sao.models.critic import ValueModel
-from sao.runtime.builders import build_agent_loop
 from sao.trajectory import Trajectory
 
 _PRETRAIN_SEED_OFFSET = 7_919

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from sao.config import SAOConfig
+from sao.durable import atomic_write_json, read_jsonl
 from sao.envs.registration import EnvRegistration
 from sao.evaluation import paired_difference
-from sao.runtime.durable import atomic_write_json, read_jsonl
 from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics, save_run_report
 from sao.runtime.record import RunRecord
 from sao.runtime.run_dir import read_metrics, read_trajectories

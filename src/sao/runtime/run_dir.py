@@ -14,7 +14,7 @@ Layout of `RUN_DIR/`:
     summary.json          initial/final held-out accuracy with intervals, wall time, counts
 
 Logs are appended durably and a torn last line is cut off before the next append
-(`sao.runtime.durable`); on resume, metric rows of steps the checkpoint does not cover are
+(`sao.durable`); on resume, metric rows of steps the checkpoint does not cover are
 removed, so `metrics.jsonl` steps keep increasing.
 """
 
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sao.runtime.durable import (
+from sao.durable import (
     atomic_write_json,
     iter_jsonl,
     open_jsonl_for_append,

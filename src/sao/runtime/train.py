@@ -27,16 +27,16 @@ from tqdm import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from sao.config import SAOConfig
+from sao.durable import rewrite_jsonl
 from sao.envs.registration import EnvRegistration
 from sao.envs.registry import registration_for
 from sao.evaluation import evaluate
+from sao.faults import pause_point
 from sao.learner.step import Learner
 from sao.models.critic import ValueModel
 from sao.models.policy import load_policy, save_policy
 from sao.runtime.backends import Backend, LearnerHandle, make_backend
 from sao.runtime.checkpoints import load_latest_checkpoint, save_checkpoint
-from sao.runtime.durable import rewrite_jsonl
-from sao.runtime.faults import pause_point
 from sao.runtime.pretraining import run_value_pretraining
 from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
