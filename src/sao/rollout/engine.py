@@ -36,7 +36,14 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import Cache, DynamicLayer
 
 from sao.rollout.kv_cache import SlotCache
-from sao.rollout.requests import Completion, SamplingParams, checked_request
+from sao.rollout.requests import (
+    Completion,
+    SamplingParams,
+    check_engine_settings,
+    check_weight_update,
+    checked_request,
+    refuse_nucleus_sampling,
+)
 from sao.rollout.sampling import sample_tokens
 from sao.rollout.stopping import ends_with_stop_string
 
@@ -94,13 +101,7 @@ class RolloutEngine:
         version: int = 0,
         refresh_cache_on_update: bool = True,
     ) -> None:
-        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
-            raise ValueError(f"RolloutEngine.max_batch: must be an int >= 1, got {max_batch!r}")
-        if precision not in PRECISIONS:
-            raise ValueError(
-                f"RolloutEngine.precision: must be one of {sorted(PRECISIONS)}, got {precision!r}"
-            )
-        _check_version(version)
+        check_engine_settings("RolloutEngine", max_batch, precision, list(PRECISIONS), version)
         self._model = copy.deepcopy(model).to(PRECISIONS[precision]).eval().requires_grad_(False)
         for parameter in self._model.parameters():
             parameter.grad = None
@@ -154,19 +155,9 @@ class RolloutEngine:
         return bool(self._active or self._waiting)
 
     def check_sampling(self, params: SamplingParams) -> None:
-        """Refuse settings whose recorded log-probs the learner cannot recompute.
-
-        The learner recomputes `log_softmax(logits / T)` over the whole vocabulary; with
-        `top_p < 1` this engine records the log-prob renormalised over the nucleus instead.
-
-        Raises:
-            ValueError: `params.top_p < 1`.
-        """
-        if params.top_p < 1.0:
-            raise ValueError(
-                f"rollout.top_p={params.top_p}: the learner recomputes log-probs over the full "
-                "vocabulary, so training needs top_p = 1 (temperature is fine)"
-            )
+        """Refuse settings whose recorded log-probs the learner cannot recompute: `top_p < 1`
+        (this engine then records the log-prob renormalised over the nucleus)."""
+        refuse_nucleus_sampling(params)
 
     def in_flight_tokens(self) -> dict[str, list[int]]:
         """A copy of the tokens each active sequence has sampled so far, by request id (for
@@ -247,16 +238,9 @@ class RolloutEngine:
         Raises:
             ValueError: an unknown name, a shape mismatch, or a negative version.
         """
-        _check_version(version)
-        unknown = sorted(name for name in state_dict if name not in self._weights)
-        if unknown:
-            raise ValueError(f"update_weights: unknown parameter name(s) {unknown[:5]}")
-        for name, tensor in state_dict.items():
-            if tuple(tensor.shape) != tuple(self._weights[name].shape):
-                raise ValueError(
-                    f"update_weights: {name} has shape {tuple(tensor.shape)}, expected "
-                    f"{tuple(self._weights[name].shape)}"
-                )
+        check_weight_update(
+            state_dict, {name: tuple(t.shape) for name, t in self._weights.items()}, version
+        )
         with self._lock, torch.no_grad():
             for name, tensor in state_dict.items():
                 self._weights[name].copy_(tensor.detach())
@@ -420,8 +404,3 @@ class RolloutEngine:
         if self._max_positions is not None and seq.length >= self._max_positions:
             return "length"
         return None
-
-
-def _check_version(version: int) -> None:
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise ValueError(f"version must be an int >= 0, got {version!r}")

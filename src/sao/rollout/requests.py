@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from torch import Tensor
 
 
 @dataclass(frozen=True)
@@ -91,3 +93,51 @@ def checked_request(
     if any(not isinstance(s, str) or not s for s in stop_strings):
         raise ValueError(f"submit: stop_strings must be non-empty strings, got {stop_strings!r}")
     return prompt
+
+
+def check_engine_settings(
+    engine: str, max_batch: int, precision: str, precisions: Sequence[str], version: int
+) -> None:
+    """The constructor arguments every engine checks alike; ValueError names the wrong one."""
+    if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+        raise ValueError(f"{engine}.max_batch: must be an int >= 1, got {max_batch!r}")
+    if precision not in precisions:
+        raise ValueError(
+            f"{engine}.precision: must be one of {sorted(precisions)}, got {precision!r}"
+        )
+    check_version(version)
+
+
+def check_version(version: int) -> None:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError(f"version must be an int >= 0, got {version!r}")
+
+
+def refuse_nucleus_sampling(params: SamplingParams) -> None:
+    """Training needs `top_p = 1`: the learner recomputes `log_softmax(logits / T)` over the whole
+    vocabulary, while an engine sampling from a nucleus records the log-prob renormalised over it.
+
+    Raises:
+        ValueError: `params.top_p < 1`.
+    """
+    if params.top_p < 1.0:
+        raise ValueError(
+            f"rollout.top_p={params.top_p}: the learner recomputes log-probs over the full "
+            "vocabulary, so training needs top_p = 1 (temperature is fine)"
+        )
+
+
+def check_weight_update(
+    state_dict: Mapping[str, Tensor], shapes: Mapping[str, tuple[int, ...]], version: int
+) -> None:
+    """ValueError for an unknown parameter name, a shape mismatch or a negative version."""
+    check_version(version)
+    unknown = sorted(name for name in state_dict if name not in shapes)
+    if unknown:
+        raise ValueError(f"update_weights: unknown parameter name(s) {unknown[:5]}")
+    for name, tensor in state_dict.items():
+        if tuple(tensor.shape) != tuple(shapes[name]):
+            raise ValueError(
+                f"update_weights: {name} has shape {tuple(tensor.shape)}, expected "
+                f"{tuple(shapes[name])}"
+            )

@@ -42,7 +42,14 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from sao.rollout.requests import Completion, SamplingParams, checked_request
+from sao.rollout.requests import (
+    Completion,
+    SamplingParams,
+    check_engine_settings,
+    check_weight_update,
+    checked_request,
+    refuse_nucleus_sampling,
+)
 from sao.rollout.stopping import ends_with_stop_string
 
 VLLM_DTYPES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16"}
@@ -109,13 +116,7 @@ class VLLMEngine:
         version: int = 0,
         max_model_len: int | None = None,
     ) -> None:
-        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
-            raise ValueError(f"VLLMEngine.max_batch: must be an int >= 1, got {max_batch!r}")
-        if precision not in VLLM_DTYPES:
-            raise ValueError(
-                f"VLLMEngine.precision: must be one of {sorted(VLLM_DTYPES)}, got {precision!r}"
-            )
-        _check_version(version)
+        check_engine_settings("VLLMEngine", max_batch, precision, list(VLLM_DTYPES), version)
         if not vllm_available():
             raise ValueError(
                 "rollout.engine=vllm: the vllm package is not installed (GPU machines: "
@@ -169,13 +170,9 @@ class VLLMEngine:
         return bool(self._requests)
 
     def check_sampling(self, params: SamplingParams) -> None:
-        """Refuse settings whose recorded log-probs the learner cannot recompute (top_p < 1:
-        vLLM's processed log-probs are then renormalised over the nucleus)."""
-        if params.top_p < 1.0:
-            raise ValueError(
-                f"rollout.top_p={params.top_p}: the learner recomputes log-probs over the full "
-                "vocabulary, so training needs top_p = 1 (temperature is fine)"
-            )
+        """Refuse settings whose recorded log-probs the learner cannot recompute: `top_p < 1`
+        (vLLM's processed log-probs are then renormalised over the nucleus)."""
+        refuse_nucleus_sampling(params)
 
     def in_flight_tokens(self) -> dict[str, list[int]]:
         """A copy of the tokens each request has sampled so far, by request id."""
@@ -232,16 +229,7 @@ class VLLMEngine:
         Raises:
             ValueError: an unknown name, a shape mismatch, or a negative version.
         """
-        _check_version(version)
-        unknown = sorted(name for name in state_dict if name not in self._weight_shapes)
-        if unknown:
-            raise ValueError(f"update_weights: unknown parameter name(s) {unknown[:5]}")
-        for name, tensor in state_dict.items():
-            if tuple(tensor.shape) != self._weight_shapes[name]:
-                raise ValueError(
-                    f"update_weights: {name} has shape {tuple(tensor.shape)}, expected "
-                    f"{self._weight_shapes[name]}"
-                )
+        check_weight_update(state_dict, self._weight_shapes, version)
         if not self.updates_weights_in_place:
             raise ValueError(
                 "update_weights: this vLLM build cannot reload the model's weights in place "
@@ -491,8 +479,3 @@ def _checkpoint_format(layout: PreTrainedModel, state_dict: Mapping[str, Tensor]
 
     tensors = {name: tensor.detach().to("cpu", copy=True) for name, tensor in state_dict.items()}
     return revert_weight_conversion(layout, tensors)
-
-
-def _check_version(version: int) -> None:
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise ValueError(f"version must be an int >= 0, got {version!r}")
