@@ -55,6 +55,12 @@ FINAL_STEPS = 7  # enough for the last invocation to train everything completed 
 TIMEOUT_S = 180
 
 
+def _default_sigint() -> None:
+    # A shell starting this suite in the background (`cmd &`) makes SIGINT ignored, and an
+    # ignored signal stays ignored across exec: the child must get Ctrl-C as a user's run would.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _sao_train(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "sao.cli", "train", *args],
@@ -63,6 +69,7 @@ def _sao_train(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Po
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_default_sigint,
     )
 
 
