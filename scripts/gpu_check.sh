@@ -11,6 +11,8 @@
 #                  gradient checkpointing; prints the step time and peak GPU memory
 #   3. fsdp2       with 2 or more GPUs: a learner step sharded with FSDP2 over NCCL (torchrun,
 #                  one rank per GPU) against the same step unsharded
+#   3b. train_ranks with 2 or more GPUs: sao train with train.learner_ranks=N (one rank per GPU,
+#                  FSDP2 over NCCL), built-in engine on cuda, --steps 3
 #   4. conformance tests/conformance (built-in engine always, vLLM where it imports)
 #   5. train       sao train --set model.path=MODEL --set rollout.engine=vllm --steps 3
 #   6. throughput  benchmarks/engine_throughput.py --engines builtin,vllm (tokens/s, side by side)
@@ -189,6 +191,15 @@ EOF
     $PY -m torch.distributed.run --nproc-per-node "$GPUS" "$WORK/fsdp_check.py"
 }
 
+train_ranks() {
+    $PY -m sao.cli train --env calc --steps 3 --out "$WORK/run_ranks" \
+        --set model.path="$MODEL" --set rollout.engine_device=cuda --set rollout.precision=bf16 \
+        --set train.learner_device=cuda --set train.learner_ranks="$GPUS" \
+        --set train.learner_precision=bf16 \
+        --set train.batch_size=8 --set rollout.concurrency=8 --set train.eval_n=16 \
+        --set critic.pretrain.num_trajectories=16 --set critic.pretrain.max_steps=5
+}
+
 train_vllm() {
     $PY -m sao.cli train --env calc --steps 3 --out "$WORK/run_vllm" \
         --set model.path="$MODEL" --set rollout.engine=vllm --set rollout.precision=bf16 \
@@ -211,8 +222,10 @@ fi
 
 if [ "$GPUS" -ge 2 ]; then
     stage fsdp2 fsdp_step
+    stage train_ranks train_ranks
 else
     skip fsdp2 "one GPU here; FSDP2 needs two or more"
+    skip train_ranks "one GPU here; learner ranks need two or more"
 fi
 
 stage conformance $PY -m pytest -q -s tests/conformance

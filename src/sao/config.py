@@ -205,6 +205,10 @@ class TrainConfig(_Section):
     learner_device: str = "cpu"
     """Device of the policy and critic being trained: cpu, cuda, cuda:N or mps. Under a process
     group of several ranks, `cuda` means each rank's own GPU (`cuda:LOCAL_RANK`)."""
+    learner_ranks: int = Field(1, ge=1, le=1024)
+    """Processes the learner runs in (`sao.runtime.learner_ranks`): more than 1 shards the policy
+    and critic across them with FSDP2, one rank per GPU with `learner_device=cuda` (gloo ranks on
+    CPU). Every rank trains on the whole batch: ranks split memory, not the batch."""
     learner_precision: Literal["fp32", "bf16"] = "fp32"
     """bf16: forward passes under bf16 autocast, with fp32 weights, gradients and optimizer state
     (master weights); log-probs and values are returned in fp32."""
@@ -267,6 +271,8 @@ class SAOConfig(_Section):
             )
         if self.algo.advantage == "group" and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size: group advantages need group_size >= 2")
+        if self.train.learner_ranks > 1:
+            _check_learner_ranks(self.train)
         if self.train.batch_size % self.rollout.group_size:
             raise ValueError(
                 f"train.batch_size: must be a multiple of rollout.group_size "
@@ -281,6 +287,20 @@ class SAOConfig(_Section):
     def warm_start_dir(self) -> Path:
         """Where this config's warm-start policy lives."""
         return Path(self.model.warm_start_dir.format(env=_env_slug(self.env.name)))
+
+
+def _check_learner_ranks(train: TrainConfig) -> None:
+    ranks, device = train.learner_ranks, train.learner_device
+    if train.backend != "local":
+        raise ValueError(
+            f"train.learner_ranks={ranks}: several learner ranks run with train.backend=local "
+            "(the ray backend hosts one learner actor)"
+        )
+    if ":" in device or device == "mps":
+        raise ValueError(
+            f"train.learner_ranks={ranks}: learner_device={device!r} names one device; use "
+            "cuda (rank r on cuda:r) or cpu"
+        )
 
 
 def _env_slug(name: str) -> str:

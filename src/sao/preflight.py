@@ -46,6 +46,21 @@ def check_trainable(config: SAOConfig) -> None:
         )
 
 
+def check_learner_ranks(config: SAOConfig) -> None:
+    """Refuse more CUDA learner ranks than this machine has GPUs."""
+    train = config.train
+    if train.learner_ranks == 1 or train.learner_device != "cuda":
+        return
+    import torch
+
+    found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if train.learner_ranks > found:
+        raise ConfigError(
+            f"train.learner_ranks={train.learner_ranks}: learner_device=cuda puts one rank on "
+            f"each GPU, and this machine has {found}"
+        )
+
+
 def check_engine(config: SAOConfig) -> None:
     """Refuse `rollout.engine=vllm` where the vllm package is not installed."""
     import importlib.util

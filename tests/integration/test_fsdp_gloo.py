@@ -1,12 +1,16 @@
 """FSDP2 sharding of the learner, on CPU: two processes in a gloo group shard the policy and the
 critic with `fully_shard`, take one learner step on the same batch, and must match an unsharded
-learner's step (loss, metrics and the weights after the step)."""
+learner's step (loss, metrics and the weights after the step). The sharded learner's checkpoint
+state must be the unsharded learner's, and a new sharded learner loading it must take the same
+second step."""
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -23,6 +27,14 @@ from sao.trajectory import Trajectory
 
 VOCAB = 64
 OVERRIDES = ["actor.lr=1e-3", "critic.optim.lr=1e-3", "critic.k_updates=1"]
+NORMS_AND_LOSSES = (
+    "actor/pg_loss",
+    "actor/grad_norm",
+    "critic/vf_loss",
+    "critic/grad_norm",
+    "critic/grad_norm_shared",
+    "critic/grad_norm_all",
+)
 
 
 def tiny_policy() -> Qwen3MoeForCausalLM:
@@ -63,14 +75,29 @@ def trajectories(policy: torch.nn.Module) -> list[Trajectory]:
     return out
 
 
-def one_step() -> tuple[dict[str, float], dict[str, torch.Tensor], bool]:
+def new_learner(policy: torch.nn.Module) -> Learner:
+    return Learner(policy, load_config("sao", overrides=OVERRIDES), ValueModel.from_policy(policy))
+
+
+def two_steps() -> dict[str, Any]:
+    """Step, checkpoint state, then a new learner resumed from that state takes a second step."""
     policy = tiny_policy()
     batch = trajectories(policy)
-    learner = Learner(
-        policy, load_config("sao", overrides=OVERRIDES), ValueModel.from_policy(policy)
-    )
-    metrics = learner.step(batch)
-    return metrics, learner.policy_state_dict(), is_sharded(learner.policy)
+    learner = new_learner(policy)
+    first = learner.step(batch)
+    state = learner.state_dict()
+    weights = learner.policy_state_dict()
+    resumed = new_learner(tiny_policy())
+    resumed.load_state_dict(copy.deepcopy(state))  # as read from disk: nothing shared
+    second = resumed.step(batch)
+    return {
+        "metrics": first,
+        "weights": weights,
+        "sharded": is_sharded(learner.policy),
+        "state": state,
+        "second": second,
+        "version": resumed.version,
+    }
 
 
 def rank_main(rank: int, port: int, out: str) -> None:
@@ -78,11 +105,26 @@ def rank_main(rank: int, port: int, out: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=2)
     try:
-        metrics, weights, sharded = one_step()
+        result = two_steps()
         if rank == 0:
-            torch.save({"metrics": metrics, "weights": weights, "sharded": sharded}, out)
+            torch.save(result, out)
     finally:
         dist.destroy_process_group()
+
+
+def assert_same_tree(got: Any, want: Any, path: str = "") -> None:
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and got.keys() == want.keys(), path
+        for key in want:
+            assert_same_tree(got[key], want[key], f"{path}/{key}")
+    elif isinstance(want, list | tuple):
+        assert len(got) == len(want), path
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_same_tree(g, w, f"{path}/{i}")
+    elif isinstance(want, torch.Tensor):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-6, msg=path)
+    else:
+        assert got == want, path
 
 
 def free_port() -> int:
@@ -91,20 +133,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_a_two_rank_fsdp2_step_matches_the_unsharded_step(tmp_path: Path) -> None:
+def test_a_two_rank_fsdp2_learner_matches_the_unsharded_one(tmp_path: Path) -> None:
     out = tmp_path / "rank0.pt"
     mp.spawn(rank_main, args=(free_port(), str(out)), nprocs=2, join=True)
     sharded = torch.load(out, weights_only=False)
-    metrics, weights, was_sharded = one_step()
+    whole = two_steps()
 
-    assert sharded["sharded"] and not was_sharded
-    for key in ("actor/pg_loss", "actor/grad_norm", "critic/vf_loss", "critic/grad_norm"):
-        assert sharded["metrics"][key] == pytest.approx(metrics[key], rel=1e-4, abs=1e-6), key
-    assert sharded["weights"].keys() == weights.keys()
-    for name, tensor in weights.items():
-        torch.testing.assert_close(sharded["weights"][name], tensor, rtol=1e-4, atol=1e-6)
+    assert sharded["sharded"] and not whole["sharded"]
+    for step in ("metrics", "second"):
+        for key in NORMS_AND_LOSSES:
+            got, want = sharded[step][key], whole[step][key]
+            assert got == pytest.approx(want, rel=1e-4, abs=1e-6), (step, key)
+    assert_same_tree(sharded["weights"], whole["weights"])
+    assert_same_tree(sharded["state"], whole["state"])  # a checkpoint is the same on any ranks
+    assert sharded["version"] == whole["version"] == 2
     start = tiny_policy().state_dict()
-    assert any(not torch.equal(start[k], weights[k]) for k in start)  # the step moved weights
+    assert any(not torch.equal(start[k], whole["weights"][k]) for k in start)  # steps moved it
 
 
 def test_the_wrapping_decision() -> None:

@@ -69,6 +69,18 @@ CASES: list[tuple[list[str], str]] = [
     (["train", "--resume", "run", "--preset", "grpo"], "--preset 'grpo' would change it"),
     (["train", "--resume", "missing_run"], "--resume missing_run: no run there"),
     (["train", "--backend", "slurm"], "invalid choice: 'slurm'"),
+    (
+        ["train", "--backend", "ray", "--set", "train.learner_ranks=2"],
+        "several learner ranks run with train.backend=local",
+    ),
+    (
+        ["train", "--set", "train.learner_ranks=2", "--set", "train.learner_device=cuda:1"],
+        "learner_device='cuda:1' names one device",
+    ),
+    (
+        ["train", "--set", "train.learner_ranks=1024", "--set", "train.learner_device=cuda"],
+        "puts one rank on each GPU, and this machine has",
+    ),
     (["fly"], "invalid choice: 'fly'"),
     (["presets", "--bogus"], "unrecognized arguments: --bogus"),
 ]

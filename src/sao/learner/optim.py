@@ -30,9 +30,10 @@ def build_optimizer(params: Iterable[nn.Parameter], config: OptimConfig) -> torc
 
 
 def gradient_norm(params: Sequence[nn.Parameter]) -> float:
-    """The L2 norm of the gradients of `params`; a parameter without a gradient counts as 0."""
-    norms = [p.grad.detach().norm() for p in params if p.grad is not None]
-    return float(torch.stack(norms).norm()) if norms else 0.0
+    """The L2 norm of the gradients of `params`; a parameter without a gradient counts as 0.
+    Over the whole parameters when they are sharded (a collective then: every rank must call)."""
+    grads = [p.grad.detach() for p in params if p.grad is not None]
+    return global_norm_value(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
 
 
 def apply_gradients(

@@ -6,14 +6,27 @@ units: parameters, gradients and optimizer state are split across the ranks and 
 layer for each forward and backward pass. Every rank computes the same loss function; gradients
 are averaged across ranks, so when every rank is given the same batch a sharded step is the
 unsharded step. With one rank nothing is wrapped and the models are plain modules.
+
+State for checkpoints is always whole (`model_state`, `optimizer_state`): a sharded learner gathers
+it in the format an unsharded one writes, so a run checkpointed on N ranks resumes on any number.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch.distributed as dist
 from torch import Tensor, nn
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
+from torch.optim import Optimizer
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 
@@ -70,3 +83,84 @@ def full_state_dict(model: nn.Module) -> dict[str, Tensor]:
 def global_norm_value(norm: Tensor) -> float:
     """A gradient norm from `clip_grad_norm_` as a float (reduced across ranks when sharded)."""
     return float(full_tensor(norm.detach()))
+
+
+def model_state(model: nn.Module) -> dict[str, Tensor]:
+    """`model.state_dict()`, whole even when sharded (a collective then: every rank must call)."""
+    if not is_sharded(model):
+        return model.state_dict()
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+
+
+def load_model_state(model: nn.Module, state: dict[str, Tensor]) -> None:
+    """Load a whole `state` (from `model_state`) into `model`, sharding it where `model` is."""
+    if not is_sharded(model):
+        model.load_state_dict(state)
+        return
+    # A copy: loading replaces the dict's tensors with this rank's shards, in place.
+    set_model_state_dict(model, dict(state), options=StateDictOptions(full_state_dict=True))
+
+
+def optimizer_state(model: nn.Module, optimizer: Optimizer) -> dict[str, Any]:
+    """`optimizer.state_dict()` as an unsharded learner has it (parameters by position), whole
+    even when `model` is sharded (a collective then: every rank must call)."""
+    if not is_sharded(model):
+        return optimizer.state_dict()
+    by_name = get_optimizer_state_dict(
+        model, optimizer, options=StateDictOptions(full_state_dict=True)
+    )
+    return _names_to_positions(by_name)
+
+
+def load_optimizer_state(model: nn.Module, optimizer: Optimizer, state: dict[str, Any]) -> None:
+    """Load `state` (from `optimizer_state`) into `optimizer`, sharding it where `model` is."""
+    if not is_sharded(model):
+        optimizer.load_state_dict(state)
+        return
+    names = {id(p): n for n, p in model.named_parameters()}
+    group_names = [[names[id(p)] for p in g["params"]] for g in optimizer.param_groups]
+    set_optimizer_state_dict(
+        model,
+        optimizer,
+        _positions_to_names(state, group_names),
+        options=StateDictOptions(full_state_dict=True),
+    )
+
+
+def _names_to_positions(state: dict[str, Any]) -> dict[str, Any]:
+    """An optimizer state keyed by parameter name -> keyed by position across the groups, the
+    layout of `Optimizer.state_dict()`."""
+    position: dict[str, int] = {}
+    groups = []
+    for group in state["param_groups"]:
+        ids = [position.setdefault(name, len(position)) for name in group["params"]]
+        groups.append({**group, "params": ids})
+    return {
+        "state": {position[name]: v for name, v in state["state"].items()},
+        "param_groups": groups,
+    }
+
+
+def _positions_to_names(state: dict[str, Any], group_names: list[list[str]]) -> dict[str, Any]:
+    """The inverse of `_names_to_positions`, given each group's parameter names in order.
+
+    Raises:
+        ValueError: when the state's groups do not hold as many parameters as the optimizer's.
+    """
+    sizes = [len(g["params"]) for g in state["param_groups"]]
+    if sizes != [len(names) for names in group_names]:
+        raise ValueError(
+            f"optimizer state: parameter groups of sizes {sizes} do not fit this optimizer's "
+            f"{[len(names) for names in group_names]}"
+        )
+    name_of = {
+        pos: name
+        for g, names in zip(state["param_groups"], group_names, strict=True)
+        for pos, name in zip(g["params"], names, strict=True)
+    }
+    groups = [
+        {**g, "params": names} for g, names in zip(state["param_groups"], group_names, strict=True)
+    ]
+    # Copies, as in `load_model_state`: loading shards the per-parameter dicts in place.
+    moments = {name_of[k]: dict(v) for k, v in state["state"].items()}
+    return {"state": moments, "param_groups": groups}

@@ -47,7 +47,13 @@ from sao.learner.optim import (
     trainable_parameters,
 )
 from sao.learner.precision import mixed_precision_forward, prepare_model, resolve_device
-from sao.learner.sharding import full_state_dict
+from sao.learner.sharding import (
+    full_state_dict,
+    load_model_state,
+    load_optimizer_state,
+    model_state,
+    optimizer_state,
+)
 from sao.models.critic import ValueModel, attention_parameter_names, freeze_modules
 from sao.models.packed_attention import use_packed_attention
 from sao.models.policy import token_logprobs_and_entropy
@@ -298,17 +304,23 @@ class Learner:
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizers, baseline, version, skip counters.
 
+        Whole even when the models are sharded (then every rank must call it), in the layout an
+        unsharded learner writes, so a checkpoint resumes on any number of ranks.
+
         A deep copy: a checkpoint is a snapshot, and live tensors (Adam's moments are updated in
         place) would otherwise keep changing inside it as training goes on.
         """
+        critic, critic_optimizer = self.critic, self.critic_optimizer
         state = {
             "version": self.version,
             "skipped_steps": dict(self.skipped_steps),
-            "policy": self.policy.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "critic": self.critic.state_dict() if self.critic is not None else None,
+            "policy": model_state(self.policy),
+            "actor_optimizer": optimizer_state(self.policy, self.actor_optimizer),
+            "critic": model_state(critic) if critic is not None else None,
             "critic_optimizer": (
-                self.critic_optimizer.state_dict() if self.critic_optimizer is not None else None
+                optimizer_state(critic, critic_optimizer)
+                if critic is not None and critic_optimizer is not None
+                else None
             ),
             "baseline": self.baseline.state_dict() if self.baseline is not None else None,
         }
@@ -332,11 +344,11 @@ class Learner:
                     f"Learner.load_state_dict: the state {have} a {key!r} but this learner "
                     f"{'does not' if mine is None else 'does'}"
                 )
-        self.policy.load_state_dict(state["policy"])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
+        load_model_state(self.policy, state["policy"])
+        load_optimizer_state(self.policy, self.actor_optimizer, state["actor_optimizer"])
         if self.critic is not None and self.critic_optimizer is not None:
-            self.critic.load_state_dict(state["critic"])
-            self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+            load_model_state(self.critic, state["critic"])
+            load_optimizer_state(self.critic, self.critic_optimizer, state["critic_optimizer"])
         if self.baseline is not None:
             self.baseline.load_state_dict(state["baseline"])
         self.version = int(state["version"])

@@ -16,6 +16,7 @@ import yaml
 
 from sao.config import SAOConfig, load_config
 from sao.durable import atomic_write_text, strict_dumps
+from sao.preflight import check_learner_ranks
 from sao.runtime.run_dir import check_writable, existing_run_files
 
 RAY_CONNECT_TIMEOUT_S = 5.0
@@ -105,6 +106,7 @@ def preflight(config: SAOConfig, run_dir: Path) -> None:
     """Fail now, with one line, on anything that would fail only after costly work."""
     if config.model.path and not Path(config.model.path).exists():
         raise SystemExit(f"sao train: model.path {config.model.path} does not exist")
+    check_learner_ranks(config)
     check_writable(run_dir, "run directory")
     if not config.model.path and not (config.warm_start_dir() / "config.json").exists():
         check_writable(config.warm_start_dir().parent, "warm-start directory")

@@ -37,6 +37,7 @@ from sao.models.critic import ValueModel
 from sao.models.policy import load_policy, save_policy
 from sao.runtime.backends import Backend, LearnerHandle, make_backend
 from sao.runtime.checkpoints import load_latest_checkpoint, save_checkpoint
+from sao.runtime.learner_ranks import LearnerRanks, build_learner, close_learner
 from sao.runtime.pretraining import run_value_pretraining
 from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
@@ -79,6 +80,14 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
     """Run (or continue) training into `run_dir`; returns the summary written to summary.json."""
     clock = RunClock(run_dir)
     run, backlog = _begin(config, run_dir, resume, progress, clock)
+    try:
+        return _train_and_finish(run, backlog, progress)
+    finally:
+        close_learner(run.learner)
+
+
+def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
+    config, run_dir = run.config, run.run_dir
     if run.learner.version >= config.train.steps:  # a finished run resumed: report again only
         run.log.close()
         return _finish(run, in_flight=0)
@@ -147,7 +156,23 @@ def _begin(
         curve = run_value_pretraining(config, policy, tokenizer, critic, progress)
         rewrite_jsonl(run_dir / "value_pretrain.jsonl", curve)
         clock.beat()
-    learner = Learner(policy, config, critic, pad_token_id=tokenizer.pad_token_id)
+    learner = build_learner(policy, config, critic, tokenizer.pad_token_id)
+    try:
+        return _set_up_run(config, run_dir, resume, clock, learner, tokenizer, checkpoint)
+    except BaseException:
+        close_learner(learner)
+        raise
+
+
+def _set_up_run(
+    config: SAOConfig,
+    run_dir: Path,
+    resume: bool,
+    clock: RunClock,
+    learner: Learner | LearnerRanks,
+    tokenizer: PreTrainedTokenizerBase,
+    checkpoint: tuple[dict[str, Any], RunRecord] | None,
+) -> tuple[Run, Backlog]:
     record = RunRecord()
     if checkpoint is not None:
         learner.load_state_dict(checkpoint[0])
