@@ -27,6 +27,7 @@ from sao.config import (
 from sao.preflight import (
     check_engine,
     check_env,
+    check_one_learner_process,
     check_output_dir,
     check_output_file,
     check_policy_dir,
@@ -266,6 +267,7 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
 
         config = _config_from(args, prog)
         check_trainable(config)
+        check_one_learner_process(config, "sao serve")
         return run_serve_command(config, args)
     if args.command == "simulate":
         from sao.serve.cli import run_simulate_command

@@ -61,6 +61,16 @@ def check_learner_ranks(config: SAOConfig) -> None:
         )
 
 
+def check_one_learner_process(config: SAOConfig, command: str) -> None:
+    """Refuse `train.learner_ranks` > 1 for a command that trains in its own process."""
+    ranks = config.train.learner_ranks
+    if ranks > 1:
+        raise ConfigError(
+            f"train.learner_ranks={ranks}: {command} trains in its own process; several learner "
+            "ranks are for sao train"
+        )
+
+
 def check_engine(config: SAOConfig) -> None:
     """Refuse `rollout.engine=vllm` where the vllm package is not installed."""
     import importlib.util

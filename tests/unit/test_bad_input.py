@@ -81,6 +81,10 @@ CASES: list[tuple[list[str], str]] = [
         ["train", "--set", "train.learner_ranks=1024", "--set", "train.learner_device=cuda"],
         "puts one rank on each GPU, and this machine has",
     ),
+    (
+        ["serve", "--model", "model", "--set", "train.learner_ranks=2"],
+        "sao serve trains in its own process",
+    ),
     (["fly"], "invalid choice: 'fly'"),
     (["presets", "--bogus"], "unrecognized arguments: --bogus"),
 ]
