@@ -1,5 +1,7 @@
 """The settings that make a whole `sao train` run tiny enough for a test (seconds on 2 cores)."""
 
+from sao.config import SAOConfig, load_config
+
 SMALL_RUN = [
     "train.batch_size=4",
     "rollout.concurrency=4",
@@ -12,3 +14,8 @@ SMALL_RUN = [
     "critic.pretrain.max_steps=2",
     "critic.pretrain.batch_size=4",
 ]
+
+
+def small_config(policy_dir: object, *extra: str) -> SAOConfig:
+    """`sao` with `SMALL_RUN`, training the policy saved at `policy_dir`, then `extra`."""
+    return load_config("sao", None, [*SMALL_RUN, f"model.path={policy_dir}", *extra])

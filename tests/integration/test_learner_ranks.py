@@ -8,25 +8,11 @@ import json
 import pytest
 import torch
 
-from sao.config import load_config
-from sao.models.policy import build_tiny_policy, load_policy, save_policy
-from sao.models.tokenizer import build_tokenizer
+from sao.models.policy import load_policy
 from sao.runtime.checkpoints import load_latest_checkpoint
 from sao.runtime.learner_ranks import LearnerRanks
 from sao.runtime.train import train
-from small_run import SMALL_RUN
-
-
-@pytest.fixture(scope="module")
-def tiny_policy_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("policy")
-    tokenizer = build_tokenizer()
-    save_policy(build_tiny_policy(tokenizer, seed=0), tokenizer, path)
-    return path
-
-
-def small_config(policy_dir, *extra):
-    return load_config("sao", None, [*SMALL_RUN, f"model.path={policy_dir}", *extra])
+from small_run import small_config
 
 
 def test_a_run_on_two_learner_ranks_trains_and_resumes_on_one(

@@ -9,26 +9,14 @@ import torch
 
 from sao.config import load_config
 from sao.learner.step import Learner
-from sao.models.policy import build_tiny_policy, load_policy, save_policy
+from sao.models.policy import build_tiny_policy, load_policy
 from sao.models.tokenizer import build_tokenizer
 from sao.runtime.local_backend import LocalBackend
 from sao.runtime.run_dir import read_trajectories
 from sao.runtime.train import train
-from small_run import SMALL_RUN
+from small_run import SMALL_RUN, small_config
 
 SMALL = SMALL_RUN
-
-
-@pytest.fixture(scope="module")
-def tiny_policy_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("policy")
-    tokenizer = build_tokenizer()
-    save_policy(build_tiny_policy(tokenizer, seed=0), tokenizer, path)
-    return path
-
-
-def small_config(policy_dir, *extra):
-    return load_config("sao", None, [*SMALL, f"model.path={policy_dir}", *extra])
 
 
 def run_steps(config, steps):
