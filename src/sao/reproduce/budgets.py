@@ -5,8 +5,8 @@ which `sao train` uses too and builds with the environment's `sft` settings if m
 SFT left calc unsolved (200 steps of 32: held-out pass@1 0.00, every training reward 0 over 20
 steps; 200 of 64: 0.01, then 0.03 after 20 steps), so nothing could be compared from it.
 `full` runs every arm at the environment's own defaults; `quick` cuts the runs, sized so one
-claim over 3 seeds (2 arms, 6 runs) takes about 20 minutes on 2 idle cores, the warm start
-included when it has to be built.
+claim over 3 seeds (2 arms, 6 runs) fits in 20 minutes on 2 idle cores, the warm start included
+when it has to be built (claim c took about 7 minutes that way: docs/reproduce/README.md).
 """
 
 from __future__ import annotations
