@@ -173,6 +173,8 @@ def _set_up_run(
     tokenizer: PreTrainedTokenizerBase,
     checkpoint: tuple[dict[str, Any], RunRecord] | None,
 ) -> tuple[Run, Backlog]:
+    """The run around a built learner: restored from `checkpoint` when there is one, else given
+    its first held-out eval and step-0 checkpoint."""
     record = RunRecord()
     if checkpoint is not None:
         learner.load_state_dict(checkpoint[0])
