@@ -7,7 +7,7 @@ layer for each forward and backward pass. Every rank computes the same loss func
 are averaged across ranks, so when every rank is given the same batch a sharded step is the
 unsharded step. With one rank nothing is wrapped and the models are plain modules.
 
-State for checkpoints is always whole (`model_state`, `optimizer_state`): a sharded learner gathers
+State for checkpoints is always whole (`full_state_dict`, `optimizer_state`): a sharded learner gathers
 it in the format an unsharded one writes, so a run checkpointed on N ranks resumes on any number.
 """
 
@@ -19,7 +19,6 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
-    get_model_state_dict,
     get_optimizer_state_dict,
     set_model_state_dict,
     set_optimizer_state_dict,
@@ -85,15 +84,8 @@ def global_norm_value(norm: Tensor) -> float:
     return float(full_tensor(norm.detach()))
 
 
-def model_state(model: nn.Module) -> dict[str, Tensor]:
-    """`model.state_dict()`, whole even when sharded (a collective then: every rank must call)."""
-    if not is_sharded(model):
-        return model.state_dict()
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
-
-
 def load_model_state(model: nn.Module, state: dict[str, Tensor]) -> None:
-    """Load a whole `state` (from `model_state`) into `model`, sharding it where `model` is."""
+    """Load a whole `state` (from `full_state_dict`) into `model`, sharding it where `model` is."""
     if not is_sharded(model):
         model.load_state_dict(state)
         return

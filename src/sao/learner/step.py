@@ -51,7 +51,6 @@ from sao.learner.sharding import (
     full_state_dict,
     load_model_state,
     load_optimizer_state,
-    model_state,
     optimizer_state,
 )
 from sao.models.critic import ValueModel, attention_parameter_names, freeze_modules
@@ -314,9 +313,9 @@ class Learner:
         state = {
             "version": self.version,
             "skipped_steps": dict(self.skipped_steps),
-            "policy": model_state(self.policy),
+            "policy": full_state_dict(self.policy),
             "actor_optimizer": optimizer_state(self.policy, self.actor_optimizer),
-            "critic": model_state(critic) if critic is not None else None,
+            "critic": full_state_dict(critic) if critic is not None else None,
             "critic_optimizer": (
                 optimizer_state(critic, critic_optimizer)
                 if critic is not None and critic_optimizer is not None
