@@ -26,30 +26,16 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import httpx
-from sao.envs.tool_calc.calculator import run_calculator
-from sao.envs.tool_calc.scoring import score_reply
 
 from sao.envs import Task, make_task_source
+from sao.envs.tool_calc import TOOL_SPEC, evaluate, score
 
 EPISODE_HEADER = "X-Episode-Id"
-TOOL_NAME = "calculator"
-TOOL_DESCRIPTION = "Evaluate an arithmetic expression (numbers, + - * / //, brackets)."
-EXPRESSION_DESCRIPTION = "The arithmetic expression to evaluate, e.g. 347*29+18."
-
-# The function as OpenAI's chat-completions `tools` declares it; the frameworks build the same
-# declaration from their own tool objects.
-CALCULATOR_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": TOOL_NAME,
-        "description": TOOL_DESCRIPTION,
-        "parameters": {
-            "type": "object",
-            "properties": {"expression": {"type": "string", "description": EXPRESSION_DESCRIPTION}},
-            "required": ["expression"],
-        },
-    },
-}
+# The function as OpenAI's chat-completions `tools` declares it (the plain client sends this; the
+# frameworks build the same declaration from their own tool objects, with these texts).
+CALCULATOR_TOOL: dict[str, Any] = TOOL_SPEC
+TOOL_NAME: str = TOOL_SPEC["function"]["name"]
+TOOL_DESCRIPTION: str = TOOL_SPEC["function"]["description"]
 
 
 @dataclass(frozen=True)
@@ -103,8 +89,8 @@ RunEpisode = Callable[[Task, Server, str, int], EpisodeResult]
 
 
 def calculator(expression: str) -> str:
-    """Run the calculator as the client-side tool: the value as text, or an error line."""
-    return run_calculator(expression)
+    """Run the calculator as the client-side tool: the value as text, or an `error: ` line."""
+    return evaluate(expression)
 
 
 def finish(
@@ -116,7 +102,7 @@ def finish(
     policy_version: int | None = None,
 ) -> EpisodeResult:
     """Score the final reply of an episode."""
-    reward = float(score_reply(task, final)) if final else 0.0
+    reward = score(task, final)
     return EpisodeResult(
         episode_id=episode_id,
         task_id=task.task_id,

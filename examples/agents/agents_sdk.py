@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agents.exceptions import MaxTurnsExceeded, ModelBehaviorError
+from openai import AsyncOpenAI
+
 from agents import (
     Agent,
     ModelSettings,
@@ -25,8 +28,6 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
-from agents.exceptions import MaxTurnsExceeded, ModelBehaviorError
-from openai import AsyncOpenAI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
