@@ -105,8 +105,11 @@ def build_service(
     api_key: str | None = None,
     limits: Limits | None = None,
     warmup_batches: int = 2,
+    model_name: str | None = None,
 ) -> Service:
     """Load the policy, restore the latest checkpoint from the store, build the threads.
+
+    `model_name` is the name clients use (default: the model directory's name).
 
     Raises:
         ValueError: a missing model directory, or an environment whose stop tags the tokenizer
@@ -161,7 +164,7 @@ def build_service(
     )
     return Service(
         config=config,
-        model_name=model_path.name or str(model_path),
+        model_name=model_name or model_path.name or str(model_path),
         tokenizer=tokenizer,
         store=store,
         worker=worker,
