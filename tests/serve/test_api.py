@@ -10,7 +10,7 @@ import pytest
 from serve_helpers import STYLE_PROMPT, make_service, running_server, user
 
 from sao.serve.auth import check_bind, resolve_api_key
-from sao.serve.chat_format import context_hash
+from sao.serve.conversation import context_hash
 
 KEY = "test-key-123"
 
