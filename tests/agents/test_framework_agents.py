@@ -13,10 +13,20 @@ import pytest
 from agents_helpers import subprocess_env
 
 from sao.serve.simulate_agents import AGENT_FILES, default_agents_dir, load_agent
+from sao.tags import TOOL_OPEN
 
 EPISODES = 4
 MAX_TURNS = 3
-COUNTS = ("episodes", "continued", "restarted", "tool_calls", "completions", "feedback")
+COUNTS = (
+    "episodes_started",
+    "episodes_rewarded",
+    "continued",
+    "restarted",
+    "tool_calls",
+    "malformed_tool_calls",
+    "completions",
+    "feedback",
+)
 
 
 def _counts(status: dict) -> dict[str, int]:
@@ -42,12 +52,15 @@ def test_each_framework_runs_scored_episodes_the_server_counts(agent, live_serve
     model_calls = sum(r.model_calls for r in results)
     tool_calls = sum(r.tool_calls for r in results)
     assert delta == {
-        "episodes": EPISODES,
+        "episodes_started": EPISODES,
+        "episodes_rewarded": EPISODES,  # one reward per episode, by episode id
         "continued": model_calls - EPISODES,  # every later call of an episode continued it
         "restarted": 0,
-        "tool_calls": tool_calls,
+        "tool_calls": tool_calls,  # every call the server returned, the agent ran
+        # A call block that does not parse comes back as content, which ends the episode.
+        "malformed_tool_calls": sum(TOOL_OPEN in r.final for r in results),
         "completions": model_calls,
-        "feedback": EPISODES,  # one reward per episode, by episode id
+        "feedback": EPISODES,
     }
     assert tool_calls >= 1, "the warm start should call the calculator"
     assert len({r.episode_id for r in results}) == EPISODES
@@ -82,7 +95,7 @@ def test_example_script_prints_the_counts_the_server_saw(live_server):
     solved, share, tool_calls, model_calls = match.groups()
     assert float(share) == round(int(solved) / 3, 2)
     delta = _delta(before, _counts(live_server.status()))
-    assert delta["episodes"] == 3 and delta["feedback"] == 3
+    assert delta["episodes_started"] == 3 and delta["episodes_rewarded"] == 3
     assert delta["tool_calls"] == int(tool_calls)
     assert delta["completions"] == int(model_calls)
 

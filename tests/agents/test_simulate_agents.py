@@ -35,7 +35,8 @@ def test_simulate_agent_crowd_reports_what_the_server_counted(live_server, tmp_p
     assert summary["tool_calls"] == sum(r["tool_calls"] for r in records)
     assert summary["model_calls"] == sum(r["model_calls"] for r in records)
     assert summary["solved_share"] == sum(r["solved"] for r in records) / REQUESTS
-    assert after["episodes"] - before["episodes"] == REQUESTS
+    assert after["episodes_started"] - before["episodes_started"] == REQUESTS
+    assert after["episodes_rewarded"] - before["episodes_rewarded"] == REQUESTS
     assert after["feedback"] - before["feedback"] == REQUESTS
     assert after["tool_calls"] - before["tool_calls"] == summary["tool_calls"]
     assert after["completions"] - before["completions"] == summary["model_calls"]
