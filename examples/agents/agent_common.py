@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import httpx
+import openai
 
 from sao.envs import Task, make_task_source
 from sao.envs.tool_calc import TOOL_SPEC, evaluate, score
@@ -216,7 +217,7 @@ def main(name: str, run_episode: RunEpisode, argv: Sequence[str] | None = None) 
             max_turns=args.max_turns,
             concurrency=args.concurrency,
         )
-    except httpx.HTTPError as err:
+    except (httpx.HTTPError, openai.APIError) as err:
         print(f"{name}: the server at {args.url} failed: {err}", file=sys.stderr)
         return 1
     if args.jsonl:

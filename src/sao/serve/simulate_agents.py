@@ -6,8 +6,9 @@ SDK, LangGraph), loaded from their files, so the crowd runs exactly the code a r
 user is one episode: the agent calls the server (every call naming the episode in
 `X-Episode-Id`), runs the `calculator` tool client-side, scores its final reply and posts the
 episode's reward by episode id. The report has the shape of `sao simulate`'s: `requests.jsonl`
-(one line per episode, in the order they finished), `windows.jsonl` (per window of `window` consecutive episodes: reward,
-solved share, tool and model calls per episode, mean served version), `summary.json`, `plots/`.
+(one line per episode, in the order they finished), `windows.jsonl` (per window of `window`
+consecutive episodes: reward, solved share, tool and model calls per episode, mean served
+version), `summary.json` (with the server's status counts) and `plots/`.
 """
 
 from __future__ import annotations
