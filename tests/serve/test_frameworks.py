@@ -4,6 +4,8 @@ across their calls. The engine is scripted (a call, then an answer), so the loop
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from serve_helpers import make_service, running_server, scripted
 
@@ -56,7 +58,8 @@ def test_a_langgraph_react_agent_runs_one_episode(policy_dir, tmp_path, streamin
     }
 
 
-def test_an_openai_agents_sdk_agent_runs_one_episode(policy_dir, tmp_path):
+@pytest.mark.parametrize("streamed", [False, True])
+def test_an_openai_agents_sdk_agent_runs_one_episode(policy_dir, tmp_path, streamed):
     agents = pytest.importorskip("agents")
     from openai import AsyncOpenAI
 
@@ -76,7 +79,17 @@ def test_an_openai_agents_sdk_agent_runs_one_episode(policy_dir, tmp_path):
             model=agents.OpenAIChatCompletionsModel(model="tiny-policy", openai_client=client),
             tools=[agents.function_tool(calculator)],
         )
-        result = agents.Runner.run_sync(agent, "What is 2+3?")
+        if streamed:
+
+            async def run():
+                result = agents.Runner.run_streamed(agent, "What is 2+3?")
+                async for _ in result.stream_events():
+                    pass
+                return result
+
+            result = asyncio.run(run())
+        else:
+            result = agents.Runner.run_sync(agent, "What is 2+3?")
         status = _episode_status(service)
     assert result.final_output == ANSWER
     assert status == {
