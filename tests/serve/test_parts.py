@@ -100,3 +100,48 @@ def test_store_feedback_states_and_reopen(tmp_path):
     latest = reopened.latest_checkpoint()
     assert (latest.seq, latest.version, latest.metrics) == (1, 1, {"x": None})
     assert reopened.completion_by_context("hash-c").id == "c"
+
+
+def test_an_assistant_tool_call_renders_in_the_tiny_models_format():
+    message = {
+        "role": "assistant",
+        "content": "Adding.",
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "calculator", "arguments": '{"expression":"2+3"}'},
+            }
+        ],
+    }
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "5"}
+    assert RENDERER.plain_text([message, result]) == (
+        'Adding.<tool>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool>'
+        "<output>5</output>"
+    )
+    # Tools are not rendered in the plain layout: the prompt is the same with or without them.
+    prompt = [{"role": "user", "content": "Add 2 and 3."}]
+    tools = [{"type": "function", "function": {"name": "calculator"}}]
+    assert RENDERER.conversation_ids(prompt, tools) == RENDERER.conversation_ids(prompt)
+
+
+def test_a_database_from_before_episodes_gains_their_columns(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE completions (id TEXT PRIMARY KEY, created REAL NOT NULL, api_key_id TEXT "
+        "NOT NULL, parent_id TEXT, context_hash TEXT NOT NULL, messages TEXT NOT NULL, content "
+        "TEXT NOT NULL, finish_reason TEXT NOT NULL, trajectory TEXT NOT NULL)"
+    )
+    old.execute(
+        "INSERT INTO completions VALUES ('a', 0, 'k', NULL, 'hash-a', '[]', 'x', 'stop', '{}')"
+    )
+    old.commit()
+    old.close()
+    store = Store(path)
+    stored = store.completion_by_context("hash-a")
+    assert (stored.id, stored.episode_id, stored.kind, stored.tool_calls) == ("a", None, "new", 0)
+    store.add_feedback("a", 1.0)
+    assert store.counts()["pending"] == 1

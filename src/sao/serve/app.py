@@ -21,6 +21,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from jinja2 import TemplateError
 from starlette.concurrency import run_in_threadpool
 
 from sao.rollout.requests import SamplingParams
@@ -241,7 +242,7 @@ def _context(
             episode_tip=tip,
             in_episode=episode_id is not None,
         )
-    except Exception as err:  # the chat template refused these messages
+    except (ValueError, TypeError, TemplateError) as err:  # the chat template refused them
         raise http_error(
             400, f"messages: the chat template cannot render them: {err}", "invalid_request_error"
         ) from None

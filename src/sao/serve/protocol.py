@@ -57,6 +57,12 @@ class ChatMessage(BaseModel):
     tool_call_id: StrictStr | None = None
     name: StrictStr | None = None
 
+    @model_validator(mode="after")
+    def _content_or_calls(self) -> ChatMessage:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("content: null is only for an assistant message with tool_calls")
+        return self
+
     def as_dict(self) -> dict[str, Any]:
         """The message as the server handles it: `role` (`developer` is OpenAI's newer
         `system`), `content` (parts joined; None stays None), and the tool fields when present."""
