@@ -218,7 +218,8 @@ def main(name: str, run_episode: RunEpisode, argv: Sequence[str] | None = None) 
             concurrency=args.concurrency,
         )
     except (httpx.HTTPError, openai.APIError) as err:
-        print(f"{name}: the server at {args.url} failed: {err}", file=sys.stderr)
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"{name}: the server at {args.url} failed: {reason}", file=sys.stderr)
         return 1
     if args.jsonl:
         with open(args.jsonl, "w") as out:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from agents_helpers import BATCH
+from agents_helpers import BATCH, free_port
 
 from sao.cli import main
 
@@ -73,3 +73,11 @@ def test_simulate_agent_names_are_checked(capsys):
         main(["simulate", "--url", "http://127.0.0.1:9", "--agent", "crewai"])
     assert exit_info.value.code == 2
     assert "invalid choice: 'crewai'" in capsys.readouterr().err
+
+
+def test_simulate_agent_reports_an_unreachable_server_in_one_line(capsys):
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    rc = main(["simulate", "--url", url, "--agent", "openai", "--requests", "1"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.startswith(f"sao simulate: the server at {url} failed: ") and err.count("\n") == 1

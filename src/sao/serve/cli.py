@@ -171,7 +171,9 @@ def _run_simulate(args: argparse.Namespace) -> int:
         print(f"sao simulate: {err}", file=sys.stderr)
         return 2
     except (httpx.HTTPError, openai.APIError) as err:
-        print(f"sao simulate: the server at {args.url} failed: {err}", file=sys.stderr)
+        # httpx adds a second line pointing at a web page: the first says what failed.
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"sao simulate: the server at {args.url} failed: {reason}", file=sys.stderr)
         return 1
     import json
 
