@@ -9,6 +9,7 @@ import pytest
 from sao.config import ConfigError, load_config
 from sao.runtime.drift import (
     DriftMonitor,
+    StepShares,
     compare_windows,
     drift_summary,
     drift_window,
@@ -16,7 +17,7 @@ from sao.runtime.drift import (
     ending_metrics,
     ending_shares,
     replay,
-    shares_in_row,
+    step_shares,
     warning_line,
 )
 from sao.runtime.train import _watch_drift
@@ -63,13 +64,17 @@ def test_shares_count_every_ending_and_no_answer():
     assert ending_shares([]) == {}
 
 
-def test_step_metrics_carry_the_shares_under_rollout_end():
-    metrics = ending_metrics(ending_shares([ANSWER, OUT_OF_TOKENS]))
+def test_step_metrics_carry_the_count_and_the_shares_under_rollout_end():
+    metrics = ending_metrics([ANSWER, OUT_OF_TOKENS])
+    assert metrics["rollout/episodes"] == 2
     assert metrics["rollout/end_answer"] == 0.5
     assert metrics["rollout/end_max_tokens"] == 0.5
     assert metrics["rollout/end_no_answer"] == 0.5
-    assert shares_in_row({"step": 3, **metrics}) == ending_shares([ANSWER, OUT_OF_TOKENS])
-    assert shares_in_row({"step": 0, "eval/accuracy": 0.5}) is None
+    assert step_shares({"step": 3, "rollout/reward_mean": 0.5, **metrics}) == StepShares(
+        3, 2, ending_shares([ANSWER, OUT_OF_TOKENS])
+    )
+    assert step_shares({"step": 0, "eval/accuracy": 0.5}) is None
+    assert ending_metrics([]) == {}
 
 
 @pytest.mark.parametrize(
@@ -82,48 +87,67 @@ def test_window_is_a_quarter_of_the_run_between_1_and_10_unless_configured(
     assert drift_window(steps, configured) == window
 
 
-def stalling_stream() -> list[dict[str, float]]:
-    """20 steps of 10 episodes: none stall for 10 steps, then one more each step up to 8."""
-    stalled = [0] * 10 + [1, 2, 3, 4, 5, 6, 7, 8, 8, 8]
-    return [ending_shares(batch_with(k)) for k in stalled]
+def rows_of(stalled: list[int], n: int = 10) -> list[dict]:
+    """Metric rows as `metrics.jsonl` holds them: an eval-only row at step 0, then one row per
+    step of `n` episodes, `stalled[step - 1]` of them out of turns."""
+    rows: list[dict] = [{"step": 0, "eval/accuracy": 0.25}]
+    for step, k in enumerate(stalled, start=1):
+        rows.append({"step": step, "rollout/reward_mean": 0.5, **ending_metrics(batch_with(k, n))})
+    return rows
+
+
+def steps_of(stalled: list[int], n: int = 10) -> list[StepShares]:
+    return [s for s in map(step_shares, rows_of(stalled, n)) if s is not None]
+
+
+# 20 steps of 10 episodes: none stall for 10 steps, then one more each step up to 8 of 10.
+STALLING = [0] * 10 + [1, 2, 3, 4, 5, 6, 7, 8, 8, 8]
+
+
+def no_answer_steps(shares: list[float], n: int) -> list[StepShares]:
+    """One step per share, `n` episodes each, the no-answer ones out of turns."""
+    return [
+        StepShares(step, n, {"answer": 1 - p, "max_turns": p, "no_answer": p})
+        for step, p in enumerate(shares, start=1)
+    ]
 
 
 def test_a_stalling_run_warns_once_when_the_latest_window_crosses():
     monitor = DriftMonitor(window=5, warn_rise=0.10)
     crossings = []
-    for step, shares in enumerate(stalling_stream(), start=1):
-        check = monitor.observe(step, shares)
+    for step in steps_of(STALLING):
+        check = monitor.observe(step)
         if check is not None:
-            crossings.append((step, check))
-    # Step 11: steps 7-11 average 0.02; step 12: 0.06; step 13: (0.1+0.2+0.3)/5 = 0.12 > 0.10.
+            crossings.append((step.step, check))
+    # Step 11: steps 7-11 average 0.02; step 12: 0.06; step 13: (0.1+0.2+0.3)/5 = 0.12 > 0.10,
+    # and above the noise: 2 * sqrt(0.12 * 0.88 / 50) = 0.0919 (the first window has none).
     assert [step for step, _ in crossings] == [13]
     check = crossings[0][1]
     assert check.first_steps == (1, 5) and check.last_steps == (9, 13)
+    assert check.first_episodes == check.last_episodes == 50
     assert check.first["no_answer"] == 0.0
     assert check.last["no_answer"] == pytest.approx(0.12, abs=1e-12)
+    assert check.noise == pytest.approx(2 * (0.12 * 0.88 / 50) ** 0.5, abs=1e-12)
     assert warning_line(check, 0.10) == (
         "sao train: behaviour drift: episodes ending without an answer rose from 0% "
-        "(steps 1-5) to 12% (steps 9-13), most of it max_turns (0% -> 12%); more than "
-        "train.drift_warn_rise=0.1"
+        "(steps 1-5, 50 episodes) to 12% (steps 9-13, 50 episodes), most of it max_turns "
+        "(0% -> 12%); more than train.drift_warn_rise=0.1"
     )
     assert monitor.warned_at == [13]
 
 
 def test_a_healthy_run_with_flat_shares_never_warns():
     monitor = DriftMonitor(window=5, warn_rise=0.10)
-    flat = ending_shares(batch_with(3))
-    assert all(monitor.observe(step, flat) is None for step in range(1, 41))
+    assert all(monitor.observe(step) is None for step in steps_of([3] * 40))
     final = compare_windows(monitor.history, 5, 0.10)
     assert final is not None and final.rise == 0.0 and not final.drifted
     assert final.first["no_answer"] == final.last["no_answer"] == pytest.approx(0.3)
 
 
 def test_a_rise_equal_to_the_threshold_does_not_warn_and_a_larger_one_does():
-    def crossed(before: float, after: float) -> bool:
-        history_shares = [{"answer": 1 - before, "no_answer": before}]
-        history_shares.append({"answer": 1 - after, "no_answer": after})
+    def crossed(before: float, after: float, n: int = 10_000) -> bool:
         monitor = DriftMonitor(window=1, warn_rise=0.10)
-        return [monitor.observe(s, x) for s, x in enumerate(history_shares, 1)][-1] is not None
+        return [monitor.observe(s) for s in no_answer_steps([before, after], n)][-1] is not None
 
     assert not crossed(0.0, 0.1)
     assert not crossed(0.2, 0.3)  # 0.3 - 0.2 is 0.09999999999999998 in floats
@@ -131,42 +155,49 @@ def test_a_rise_equal_to_the_threshold_does_not_warn_and_a_larger_one_does():
     assert not crossed(0.5, 0.0)  # a fall is not drift
 
 
-def test_warns_again_only_after_the_rise_fell_to_half_the_threshold():
-    no_answer = [0.0, 0.5, 0.06, 0.5, 0.04, 0.5]
+def test_a_rise_within_the_noise_of_few_episodes_does_not_warn():
+    def crossed(n: int) -> bool:
+        monitor = DriftMonitor(window=1, warn_rise=0.10)
+        return [monitor.observe(s) for s in no_answer_steps([0.0, 0.125], n)][-1] is not None
+
+    # One episode of 8: noise 2 * sqrt(0.125 * 0.875 / 8) = 0.234 > 0.125.
+    assert not crossed(8)
+    # 16 of 128: noise 2 * sqrt(0.125 * 0.875 / 128) = 0.058 < 0.125.
+    assert crossed(128)
+    # Every episode stalls: nothing to doubt, even in a batch of 2.
     monitor = DriftMonitor(window=1, warn_rise=0.10)
-    for step, share in enumerate(no_answer, start=1):
-        monitor.observe(step, {"answer": 1 - share, "max_turns": share, "no_answer": share})
+    assert [monitor.observe(s) for s in no_answer_steps([0.0, 1.0], 2)][-1] is not None
+
+
+def test_warns_again_only_after_the_rise_fell_to_half_the_threshold():
+    monitor = DriftMonitor(window=1, warn_rise=0.10)
+    for step in no_answer_steps([0.0, 0.5, 0.06, 0.5, 0.04, 0.5], 10_000):
+        monitor.observe(step)
     # Step 3's rise of 0.06 is above 0.05, so step 4 does not warn again; step 5's 0.04 re-arms.
     assert monitor.warned_at == [2, 6]
 
 
-def rows_of(stream: list[dict[str, float]]) -> list[dict]:
-    """Metric rows as `metrics.jsonl` holds them: an eval-only row at step 0, then one per step."""
-    rows: list[dict] = [{"step": 0, "eval/accuracy": 0.25}]
-    for step, shares in enumerate(stream, start=1):
-        rows.append({"step": step, "rollout/reward_mean": 0.5, **ending_metrics(shares)})
-    return rows
-
-
 def test_summary_of_a_stalled_run_has_first_and_last_shares_and_the_warning():
-    entry = drift_summary(rows_of(stalling_stream()), window=5, warn_rise=0.10)
+    entry = drift_summary(rows_of(STALLING), window=5, warn_rise=0.10)
     assert entry["checked"] and entry["warned"] and entry["drifted_at_end"]
     assert entry["warned_at_steps"] == [13]
     assert entry["window_steps"] == 5 and entry["steps_with_shares"] == 20
     assert entry["first_steps"] == [1, 5] and entry["last_steps"] == [16, 20]
+    assert entry["first_episodes"] == entry["last_episodes"] == 50
     # Steps 16-20 stall 6, 7, 8, 8, 8 of 10: a mean of 0.74.
     assert entry["last"]["max_turns"] == pytest.approx(0.74)
     assert entry["last"]["no_answer"] == pytest.approx(0.74)
     assert entry["last"]["answer"] == pytest.approx(0.26)
     assert entry["first"]["max_turns"] == 0.0 and entry["first"]["answer"] == 1.0
     assert entry["no_answer_rise"] == pytest.approx(0.74)
+    assert entry["noise"] == pytest.approx(2 * (0.74 * 0.26 / 50) ** 0.5)
 
 
 def test_summary_of_a_healthy_run_and_of_one_too_short_to_compare():
-    healthy = drift_summary(rows_of([ending_shares(batch_with(2))] * 12), 3, 0.10)
+    healthy = drift_summary(rows_of([2] * 12), 3, 0.10)
     assert healthy["checked"] and not healthy["warned"] and not healthy["drifted_at_end"]
     assert healthy["no_answer_rise"] == 0.0 and healthy["warned_at_steps"] == []
-    short = drift_summary(rows_of([ending_shares(batch_with(9))]), 1, 0.10)
+    short = drift_summary(rows_of([9]), 1, 0.10)
     assert short == {
         "window_steps": 1,
         "warn_rise": 0.10,
@@ -178,19 +209,18 @@ def test_summary_of_a_healthy_run_and_of_one_too_short_to_compare():
 
 
 def test_a_resumed_run_seeded_with_its_rows_warns_as_one_uninterrupted_run():
-    stream = stalling_stream()
-    rows = rows_of(stream)
+    rows = rows_of(STALLING)
     resumed = replay(rows[:16], window=5, warn_rise=0.10)  # killed after step 15
-    for step, shares in enumerate(stream[15:], start=16):
-        assert resumed.observe(step, shares) is None, "warned again after the resume"
+    for step in steps_of(STALLING)[15:]:
+        assert resumed.observe(step) is None, "warned again after the resume"
     assert resumed.warned_at == replay(rows, 5, 0.10).warned_at == [13]
 
 
 def test_the_run_prints_one_line_on_stderr_per_crossing(capsys):
     config = SimpleNamespace(train=SimpleNamespace(drift_warn_rise=0.10))
     run = SimpleNamespace(config=config, drift=DriftMonitor(window=5, warn_rise=0.10))
-    for step, shares in enumerate(stalling_stream(), start=1):
-        _watch_drift(run, step, shares)
+    for row in rows_of(STALLING):
+        _watch_drift(run, row)
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1
     assert err[0].startswith("sao train: behaviour drift: episodes ending without an answer rose")

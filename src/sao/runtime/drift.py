@@ -16,13 +16,16 @@ How one trajectory ended (`ending`), from the metadata the agent loop records:
 
 Every ending other than `answer` counts as "no answer". A window's share of an ending is the mean
 of its per-step shares (each step weighs the same). The check warns when the no-answer share of
-the latest window exceeds the first window's by more than `warn_rise`, once per crossing: it
-re-arms only after the rise has fallen back to at most half of `warn_rise`, so a share hovering
-at the threshold does not warn every step.
+the latest window exceeds the first window's by more than `warn_rise` and by more than two
+standard errors of that difference (`sqrt(p1 (1 - p1) / n1 + p2 (1 - p2) / n2)` over the
+windows' episode counts), so that one episode of a tiny batch cannot warn on its own. It warns
+once per crossing: it re-arms only after the rise has fallen back to at most half of
+`warn_rise`, so a share hovering at the threshold does not warn every step.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +38,9 @@ NO_ANSWER = "no_answer"
 # "eos" and "env_error" are the agent loop's own end reasons (`sao.rollout.agent_loop`).
 STANDARD_ENDINGS = (END_ANSWER, END_MAX_TURNS, END_MAX_TOKENS, MALFORMED, "eos", "env_error")
 METRIC_PREFIX = "rollout/end_"
+EPISODES_METRIC = "rollout/episodes"
+# Standard errors of the rise a warning must exceed (about 2.3% one-sided false alarms).
+NOISE_Z = 2.0
 # Float noise in a mean of shares must not turn "equal to the threshold" into "more than it".
 _EPS = 1e-9
 _MAX_DEFAULT_WINDOW = 10
@@ -64,21 +70,36 @@ def ending_shares(metadatas: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return shares
 
 
-def ending_metrics(shares: Mapping[str, float]) -> dict[str, float]:
-    """Ending shares as step metrics: `rollout/end_answer`, ..., `rollout/end_no_answer`."""
-    return {METRIC_PREFIX + name: share for name, share in shares.items()}
+def ending_metrics(metadatas: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """A trained batch's endings as step metrics: `rollout/episodes` (how many trajectories)
+    and each share as `rollout/end_answer`, ..., `rollout/end_no_answer`; empty for none."""
+    if not metadatas:
+        return {}
+    shares = {METRIC_PREFIX + name: share for name, share in ending_shares(metadatas).items()}
+    return {EPISODES_METRIC: len(metadatas), **shares}
 
 
-def shares_in_row(row: Mapping[str, Any]) -> dict[str, float] | None:
-    """The ending shares logged in one `metrics.jsonl` row; None for a row without them (an
-    eval-only row, or one written before these metrics existed)."""
-    if not isinstance(row.get(METRIC_PREFIX + NO_ANSWER), int | float):
+@dataclass(frozen=True)
+class StepShares:
+    """One learner step's ending shares, over `episodes` trajectories."""
+
+    step: int
+    episodes: int
+    shares: dict[str, float]
+
+
+def step_shares(row: Mapping[str, Any]) -> StepShares | None:
+    """The endings logged in one `metrics.jsonl` row; None for a row without them (an eval-only
+    row, or one written before these metrics existed)."""
+    episodes = row.get(EPISODES_METRIC)
+    if not isinstance(row.get(METRIC_PREFIX + NO_ANSWER), int | float) or not episodes:
         return None
-    return {
+    shares = {
         key[len(METRIC_PREFIX) :]: float(value)
         for key, value in row.items()
         if key.startswith(METRIC_PREFIX) and isinstance(value, int | float)
     }
+    return StepShares(int(row["step"]), int(episodes), shares)
 
 
 def drift_window(steps: int, configured: int | None = None) -> int:
@@ -91,29 +112,27 @@ def drift_window(steps: int, configured: int | None = None) -> int:
 
 
 @dataclass(frozen=True)
-class StepShares:
-    """One learner step's ending shares."""
-
-    step: int
-    shares: dict[str, float]
-
-
-@dataclass(frozen=True)
 class DriftCheck:
     """The first `window` steps compared with the latest `window`.
 
     Attributes:
         first_steps, last_steps: `(first, last)` learner step of each window.
+        first_episodes, last_episodes: trajectories in each window.
         first, last: mean share per ending over each window (every ending seen in either).
         rise: `last["no_answer"] - first["no_answer"]`.
-        drifted: whether `rise` is more than the threshold it was checked against.
+        noise: `NOISE_Z` standard errors of `rise` (see the module docstring).
+        drifted: whether `rise` is more than both the threshold it was checked against and
+            `noise`.
     """
 
     first_steps: tuple[int, int]
     last_steps: tuple[int, int]
+    first_episodes: int
+    last_episodes: int
     first: dict[str, float]
     last: dict[str, float]
     rise: float
+    noise: float
     drifted: bool
 
 
@@ -133,14 +152,20 @@ def compare_windows(
     head, tail = history[:window], history[-window:]
     names = sorted({name for s in [*head, *tail] for name in s.shares})
     first, last = _window_means(head, names), _window_means(tail, names)
-    rise = last.get(NO_ANSWER, 0.0) - first.get(NO_ANSWER, 0.0)
+    p1, p2 = first.get(NO_ANSWER, 0.0), last.get(NO_ANSWER, 0.0)
+    n1, n2 = sum(s.episodes for s in head), sum(s.episodes for s in tail)
+    rise = p2 - p1
+    noise = NOISE_Z * math.sqrt(max(0.0, p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2))
     return DriftCheck(
         first_steps=(head[0].step, head[-1].step),
         last_steps=(tail[0].step, tail[-1].step),
+        first_episodes=n1,
+        last_episodes=n2,
         first=first,
         last=last,
         rise=rise,
-        drifted=rise > warn_rise + _EPS,
+        noise=noise,
+        drifted=rise > warn_rise + _EPS and rise > noise + _EPS,
     )
 
 
@@ -159,15 +184,15 @@ class DriftMonitor:
     armed: bool = True
     warned_at: list[int] = field(default_factory=list)
 
-    def observe(self, step: int, shares: Mapping[str, float]) -> DriftCheck | None:
-        """Add one step's shares; returns the check when it is a new crossing (warn now)."""
-        self.history.append(StepShares(step, dict(shares)))
+    def observe(self, step: StepShares) -> DriftCheck | None:
+        """Add one step's endings; returns the check when it is a new crossing (warn now)."""
+        self.history.append(step)
         check = compare_windows(self.history, self.window, self.warn_rise)
         if check is None:
             return None
         if check.drifted and self.armed:
             self.armed = False
-            self.warned_at.append(step)
+            self.warned_at.append(step.step)
             return check
         if not self.armed and check.rise <= self.warn_rise / 2 + _EPS:
             self.armed = True
@@ -179,9 +204,9 @@ def replay(rows: Iterable[Mapping[str, Any]], window: int, warn_rise: float) -> 
     did (and do on resume, seeded with the rows already logged)."""
     monitor = DriftMonitor(window, warn_rise)
     for row in rows:
-        shares = shares_in_row(row)
-        if shares is not None:
-            monitor.observe(int(row["step"]), shares)
+        step = step_shares(row)
+        if step is not None:
+            monitor.observe(step)
     return monitor
 
 
@@ -199,8 +224,8 @@ def warning_line(check: DriftCheck, warn_rise: float) -> str:
     (a, b), (c, d) = check.first_steps, check.last_steps
     return (
         f"sao train: behaviour drift: episodes ending without an answer rose from "
-        f"{check.first[NO_ANSWER]:.0%} (steps {a}-{b}) to {check.last[NO_ANSWER]:.0%} "
-        f"(steps {c}-{d}), most of it {most} ({check.first[most]:.0%} -> "
+        f"{check.first[NO_ANSWER]:.0%} (steps {a}-{b}, {check.first_episodes} episodes) to "
+        f"{check.last[NO_ANSWER]:.0%} (steps {c}-{d}, {check.last_episodes} episodes), most of it {most} ({check.first[most]:.0%} -> "
         f"{check.last[most]:.0%}); more than train.drift_warn_rise={warn_rise:g}"
     )
 
@@ -224,9 +249,12 @@ def drift_summary(
         entry.update(
             first_steps=list(check.first_steps),
             last_steps=list(check.last_steps),
+            first_episodes=check.first_episodes,
+            last_episodes=check.last_episodes,
             first=check.first,
             last=check.last,
             no_answer_rise=check.rise,
+            noise=check.noise,
             drifted_at_end=check.drifted,
         )
     return entry

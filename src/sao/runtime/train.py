@@ -42,8 +42,8 @@ from sao.runtime.drift import (
     DriftMonitor,
     drift_window,
     ending_metrics,
-    ending_shares,
     replay,
+    step_shares,
     warning_line,
 )
 from sao.runtime.learner_ranks import LearnerRanks, build_learner, close_learner
@@ -268,8 +268,7 @@ def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | N
     backend.publish_weights(run.learner)
     record.trained_indices += [t.metadata["index"] for t in batch]
     record.step = step = run.learner.version
-    endings = ending_shares([t.metadata for t in batch])
-    metrics.update(ending_metrics(endings))
+    metrics.update(ending_metrics([t.metadata for t in batch]))
     if run.registration.step_metrics is not None:
         metrics.update(run.registration.step_metrics(batch))
     metrics.update(pace.metrics(wait, len(batch), backend.rollout_stats(), record))
@@ -281,7 +280,7 @@ def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | N
         record.eval_accuracy_at_step = record.last_eval["accuracy"]
         metrics.update(eval_metrics(record.last_eval))
     run.log.log(step, metrics)
-    _watch_drift(run, step, endings)
+    _watch_drift(run, {"step": step, **metrics})
     pause_point(f"step-logged:{step}")
     if at_end or step % config.train.checkpoint_every == 0:
         _checkpoint(run)
@@ -289,9 +288,10 @@ def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | N
     return metrics
 
 
-def _watch_drift(run: Run, step: int, endings: dict[str, float]) -> None:
+def _watch_drift(run: Run, row: dict[str, Any]) -> None:
     """One line on stderr when endings without an answer cross `train.drift_warn_rise`."""
-    check = run.drift.observe(step, endings)
+    step = step_shares(row)
+    check = run.drift.observe(step) if step is not None else None
     if check is not None:
         tqdm.write(warning_line(check, run.config.train.drift_warn_rise), file=sys.stderr)
 
