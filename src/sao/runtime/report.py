@@ -9,6 +9,7 @@ from sao.config import SAOConfig
 from sao.durable import atomic_write_json, read_jsonl
 from sao.envs.registration import EnvRegistration
 from sao.evaluation import paired_difference
+from sao.runtime.drift import drift_summary, drift_window
 from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics, save_run_report
 from sao.runtime.record import RunRecord
 from sao.runtime.run_dir import read_metrics, read_trajectories
@@ -42,6 +43,8 @@ def write_report(
     if curve:
         plot_metrics(curve, run_dir / "plots", panels=PRETRAIN_PANELS)
     summary = summarize(config, run_dir, record, wall_s, in_flight)
+    window = drift_window(config.train.steps, config.train.drift_window)
+    summary["drift"] = drift_summary(rows, window, config.train.drift_warn_rise)
     if registration.run_report is not None:
         report = registration.run_report(rows)
         summary.update(report.summary)
