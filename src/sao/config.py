@@ -252,6 +252,14 @@ class SFTConfig(_Section):
     so an interrupted warm start continues where it stopped."""
 
 
+class ServeConfig(_Section):
+    tool_parser: Literal["auto", "hermes", "sao"] = "auto"
+    """How `sao serve` reads function calls in replies (`sao.tool_calls`): auto is hermes when the
+    tokenizer has a chat template, sao (the tiny model's `<tool>` format) otherwise."""
+    episode_timeout_s: float = Field(600.0, gt=0.0)
+    """An episode (`X-Episode-Id`) with no call and no reward for this long is dropped, counted."""
+
+
 class SAOConfig(_Section):
     preset: str = "sao"
     """Name of the preset this config started from."""
@@ -263,6 +271,7 @@ class SAOConfig(_Section):
     critic: CriticConfig = Field(default_factory=CriticConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> SAOConfig:

@@ -68,6 +68,14 @@ class ToolCallFormat:
         body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
         return f"{self.open_tag}{self.separator}{body}{self.separator}{self.close_tag}"
 
+    def opening(self, name: str | None = None) -> str:
+        """The text a call starts with: the open tag (and separator) and, for a `name`, the call
+        object up to its arguments, exactly as `render` writes them (a forced call's prefix)."""
+        head = self.open_tag + self.separator
+        if name is None:
+            return head
+        return head + '{"name": ' + json.dumps(name, ensure_ascii=False) + ', "arguments": '
+
     def parse(self, text: str, known_names: Collection[str] | None = None) -> ParsedReply:
         """Split `text` into content and calls.
 

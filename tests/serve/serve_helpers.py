@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import uvicorn
 
 from sao.config import load_config
+from sao.rollout.requests import Completion
 from sao.serve.app import create_app
 from sao.serve.limits import Limits
 from sao.serve.service import Service, build_service
@@ -69,3 +70,99 @@ STYLE_PROMPT = "Styles: cute, chuunibyou, classical, pirate.\nWrite one line abo
 
 def user(text: str = STYLE_PROMPT) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
+
+
+class ScriptedEngine:
+    """An engine whose replies are scripted: each request gets the next text, tokenized, with
+    log-prob -0.5 per token and the current version. It records every prompt it was given, so a
+    test can check exactly what the server sampled from and what it did with a known reply."""
+
+    def __init__(self, tokenizer, replies, eos: bool = True) -> None:
+        self.tokenizer = tokenizer
+        self.replies = list(replies)
+        self.eos = eos
+        self.prompts: list[list[int]] = []
+        self.version = 0
+        self.is_paused = False
+        self._ready: list[Completion] = []
+
+    def has_work(self) -> bool:
+        return bool(self._ready)
+
+    def check_sampling(self, params) -> None:
+        return None
+
+    def submit(self, request_id, prompt_ids, params, stop_token_ids=(), stop_strings=()) -> None:
+        self.prompts.append(list(prompt_ids))
+        ids = self.tokenizer.encode(self.replies.pop(0), add_special_tokens=False)
+        if self.eos:
+            ids.append(self.tokenizer.eos_token_id)
+        n = len(ids)
+        self._ready.append(Completion(request_id, ids, [-0.5] * n, [self.version] * n, "stop"))
+
+    def in_flight_tokens(self) -> dict[str, list[int]]:
+        return {}
+
+    def step(self) -> list[Completion]:
+        done, self._ready = self._ready, []
+        return done
+
+    def update_weights(self, state_dict, version: int) -> None:
+        self.version = version
+
+
+def scripted(service: Service, replies, eos: bool = True) -> ScriptedEngine:
+    """Put a `ScriptedEngine` in place of the service's engine (before the service starts)."""
+    engine = ScriptedEngine(service.tokenizer, replies, eos)
+    service.worker.engine = engine
+    return engine
+
+
+# A Qwen2.5-style chat template that renders tools, assistant tool calls and tool results (the
+# shape of the templates real tool-calling checkpoints ship), for the BPE test checkpoint.
+TOOLS_CHAT_TEMPLATE = (
+    "{%- if tools -%}"
+    "{{- '<|im_start|>system\\n' -}}"
+    "{%- if messages[0].role == 'system' -%}{{- messages[0].content + '\\n\\n' -}}{%- endif -%}"
+    "{{- '# Tools\\n<tools>' -}}"
+    "{%- for tool in tools -%}{{- '\\n' + (tool | tojson) -}}{%- endfor -%}"
+    "{{- '\\n</tools><|im_end|>\\n' -}}"
+    "{%- elif messages[0].role == 'system' -%}"
+    "{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if message.role == 'user' or (message.role == 'system' and not loop.first) -%}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}"
+    "{%- elif message.role == 'assistant' and not message.tool_calls -%}"
+    "{{- '<|im_start|>assistant\\n' + message.content + '<|im_end|>\\n' -}}"
+    "{%- elif message.role == 'assistant' -%}"
+    "{{- '<|im_start|>assistant' -}}"
+    "{%- if message.content -%}{{- '\\n' + message.content -}}{%- endif -%}"
+    "{%- for call in message.tool_calls -%}"
+    '{{- \'\\n<tool_call>\\n{"name": "\' + call.function.name + \'", "arguments": \' -}}'
+    "{{- (call.function.arguments | tojson) + '}\\n</tool_call>' -}}"
+    "{%- endfor -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- elif message.role == 'tool' -%}"
+    "{%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}"
+    "{{- '<|im_start|>user' -}}{%- endif -%}"
+    "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' -}}"
+    "{%- if loop.last or messages[loop.index0 + 1].role != 'tool' -%}"
+    "{{- '<|im_end|>\\n' -}}{%- endif -%}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+CALCULATOR = {
+    "type": "function",
+    "function": {
+        "name": "calculator",
+        "description": "Evaluate an arithmetic expression.",
+        "parameters": {
+            "type": "object",
+            "properties": {"expression": {"type": "string"}},
+            "required": ["expression"],
+        },
+    },
+}

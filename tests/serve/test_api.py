@@ -10,7 +10,7 @@ import pytest
 from serve_helpers import STYLE_PROMPT, make_service, running_server, user
 
 from sao.serve.auth import check_bind, resolve_api_key
-from sao.serve.chat_format import context_hash
+from sao.serve.conversation import context_hash
 
 KEY = "test-key-123"
 
@@ -148,6 +148,9 @@ def test_bad_bodies_get_400_or_422_never_500(http):
         {"model": "tiny-policy", "messages": []},
         {"model": "tiny-policy", "messages": "hi"},
         {"model": "tiny-policy", "messages": [{"role": "robot", "content": "x"}]},
+        {"model": "tiny-policy", "messages": [{"role": "user", "content": None}]},
+        {"model": "tiny-policy", "messages": user(), "tools": [{"type": "function"}]},
+        {"model": "tiny-policy", "messages": user(), "tool_choice": "always"},
         {"model": "tiny-policy", "messages": user(), "stream": "yes"},
         {"model": "tiny-policy", "messages": user(), "max_tokens": "4"},
         {"model": 7, "messages": user()},

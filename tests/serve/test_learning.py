@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from serve_helpers import make_service, user
 
 from sao.serve.app import create_app
-from sao.serve.chat_format import context_hash
+from sao.serve.conversation import context_hash
 
 
 def _complete(client, messages):

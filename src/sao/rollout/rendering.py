@@ -16,13 +16,28 @@ Two layouts:
   by the observation that follows it.
 - **plain** (no chat template): BOS (when the tokenizer has one), the prompt, then actions and
   observations as they are, with no separators. This is the tiny default's layout.
+
+`MessageRenderer` lays out OpenAI-style chat messages (what `sao serve` receives) in the same two
+layouts. Chat: the template itself, with `tools=` (`apply_chat_template(messages, tools=tools,
+add_generation_prompt=True)`). Plain, message by message: `system`/`user` content ending with a
+newline (added when missing), `tool` content inside the output tags (`<output>...</output>`, an
+observation as the environments write it), `assistant` content exactly as given, followed by each
+of its `tool_calls` in the tool-call format (`sao.tool_calls`; the tiny model's `<tool>{...}</tool>`).
+The plain layout does not render `tools`: the tiny model learned its tools from its environments.
+A conversation continued after a sampled reply appends only the text between that reply and the
+next generation (token-in/token-out), cut out of the template's rendering with a sentinel.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from transformers import PreTrainedTokenizerBase
+
+from sao.tags import OUTPUT_CLOSE, OUTPUT_OPEN
+from sao.tool_calls import ToolCallFormat
 
 # Stands in for an assistant message so the template's text after it can be cut out; a string no
 # template rewrites and no prompt contains.
@@ -121,6 +136,146 @@ def _user(content: str) -> dict[str, str]:
 
 def _assistant(content: str) -> dict[str, str]:
     return {"role": "assistant", "content": content}
+
+
+Message = Mapping[str, Any]
+"""An OpenAI-style chat message: `role`, `content` (str or None), and optionally `tool_calls`
+(`[{"id", "type": "function", "function": {"name", "arguments": JSON text}}]`), `tool_call_id`,
+`name`."""
+
+
+class MessageRenderer:
+    """Chat messages -> token ids in the layout training uses (see the module docstring).
+
+    Args:
+        tokenizer: the policy's tokenizer; a chat template selects the chat layout.
+        tool_format: how the plain layout writes an assistant message's `tool_calls`.
+
+    Raises:
+        ValueError: a chat template whose turns do not extend (see `TurnRenderer`).
+    """
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, tool_format: ToolCallFormat) -> None:
+        self.turns = TurnRenderer(tokenizer)
+        self.tokenizer = tokenizer
+        self.tool_format = tool_format
+
+    @property
+    def layout(self) -> str:
+        """`"chat"` or `"plain"`."""
+        return self.turns.layout
+
+    def encode(self, text: str) -> list[int]:
+        """`text` tokenized on its own, with nothing added."""
+        return self.turns.encode(text)
+
+    def conversation_ids(
+        self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> list[int]:
+        """Ids of a whole conversation up to the next reply's first token.
+
+        Chat layout: exactly `apply_chat_template(messages, tools=tools,
+        add_generation_prompt=True, tokenize=True)`. Plain: BOS, then each message's text.
+        """
+        if self.layout == "plain":
+            bos = self.tokenizer.bos_token_id
+            return ([bos] if bos is not None else []) + self.encode(self.plain_text(messages))
+        ids = self.tokenizer.apply_chat_template(
+            [template_message(m) for m in messages],
+            tools=list(tools) if tools else None,
+            add_generation_prompt=True,
+            tokenize=True,
+        )
+        if isinstance(ids, Mapping):  # transformers 5 may answer a BatchEncoding
+            ids = ids["input_ids"]
+        return [int(i) for i in ids]
+
+    def continuation_ids(
+        self,
+        history: Sequence[Message],
+        reply_ids: Sequence[int],
+        new_messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> list[int]:
+        """Ids appended after a sampled reply for the messages that followed it.
+
+        Args:
+            history: the messages the reply answered (the template may look back at them).
+            reply_ids: the reply's sampled ids; when they end with EOS and the template's text
+                after an assistant message starts with it, it is not added a second time.
+            new_messages: the messages after the reply.
+            tools: the request's tools (the chat template may render them).
+        """
+        if self.layout == "plain":
+            return self.encode(self.plain_text(new_messages))
+        messages = [
+            *(template_message(m) for m in history),
+            {"role": "assistant", "content": _SENTINEL},
+            *(template_message(m) for m in new_messages),
+        ]
+        text = self.tokenizer.apply_chat_template(
+            messages,
+            tools=list(tools) if tools else None,
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+        if not isinstance(text, str) or text.count(_SENTINEL) != 1:
+            raise ValueError("chat template: the assistant message is not rendered verbatim")
+        after = text[text.index(_SENTINEL) + len(_SENTINEL) :]
+        eos = self.tokenizer.eos_token_id
+        if reply_ids and eos is not None and reply_ids[-1] == eos:
+            eos_text = self.tokenizer.decode([eos], skip_special_tokens=False)
+            if eos_text and after.startswith(eos_text):
+                after = after[len(eos_text) :]
+        return self.encode(after)
+
+    def plain_text(self, messages: Sequence[Message]) -> str:
+        """The plain layout's text of `messages` (no BOS)."""
+        return "".join(self.plain_message_text(m) for m in messages)
+
+    def plain_message_text(self, message: Message) -> str:
+        """One message in the plain layout (module docstring)."""
+        role, content = message["role"], message.get("content") or ""
+        if role == "assistant":
+            calls = "".join(
+                self.tool_format.render(call["function"]["name"], _arguments(call))
+                for call in message.get("tool_calls") or ()
+            )
+            return content + calls
+        if role == "tool":
+            return OUTPUT_OPEN + content + OUTPUT_CLOSE
+        return content if content.endswith("\n") else content + "\n"
+
+
+def template_message(message: Message) -> dict[str, Any]:
+    """A message as chat templates expect it: content a string, tool-call arguments an object
+    (templates write them with `tojson`), only the fields templates read."""
+    out: dict[str, Any] = {"role": message["role"], "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                "id": call.get("id"),
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": _arguments(call)},
+            }
+            for call in message["tool_calls"]
+        ]
+    for key in ("tool_call_id", "name"):
+        if message.get(key) is not None:
+            out[key] = message[key]
+    return out
+
+
+def _arguments(call: Mapping[str, Any]) -> Any:
+    """A call's arguments as an object when its JSON text is one; the text as it is otherwise."""
+    raw = call["function"].get("arguments")
+    if not isinstance(raw, str):
+        return raw if raw is not None else {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return value if isinstance(value, dict) else raw
 
 
 def single_token_ids(tokenizer: PreTrainedTokenizerBase, tags: Sequence[str]) -> list[int] | None:

@@ -1,9 +1,10 @@
 """The HTTP API (FastAPI): OpenAI's chat completions and models, plus feedback, status, metrics.
 
     POST /v1/chat/completions   one reply (streamed as server-sent events with `stream: true`);
-                                its `id` is the handle for feedback
+                                header `X-Episode-Id` names the episode the call belongs to;
+                                the reply's `id` is the handle for feedback outside episodes
     GET  /v1/models             the served model and its policy version
-    POST /v1/feedback           {"id", "reward"} -> 200 accepted | 404 | 409 | 422
+    POST /v1/feedback           {"id" | "episode_id", "reward"} -> 200 accepted | 404 | 409 | 422
     GET  /v1/status             counts, policy version, the learner's last metrics
     GET  /metrics               Prometheus text
     GET  /health                no auth
@@ -20,6 +21,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from jinja2 import TemplateError
 from starlette.concurrency import run_in_threadpool
 
 from sao.rollout.requests import SamplingParams
@@ -35,7 +37,18 @@ from sao.serve.protocol import (
 from sao.serve.replies import Reply
 from sao.serve.service import Service
 from sao.serve.sessions import turn_context
-from sao.serve.store import DuplicateFeedback, UnknownCompletion
+from sao.serve.store import (
+    OPEN,
+    CompletionInEpisode,
+    DuplicateFeedback,
+    EpisodeClosed,
+    UnknownCompletion,
+    UnknownEpisode,
+)
+from sao.serve.tools import ToolPlan, plan_tools
+
+EPISODE_HEADER = "x-episode-id"
+_MAX_EPISODE_ID = 256
 
 
 def create_app(service: Service, manage_lifecycle: bool = True) -> FastAPI:
@@ -118,9 +131,13 @@ def create_app(service: Service, manage_lifecycle: bool = True) -> FastAPI:
             ],
         }
 
+    def current_counts() -> dict[str, int]:
+        service.store.drop_idle_episodes(service.idle_before())
+        return service.store.counts()
+
     @app.get("/v1/status", dependencies=guarded)
     async def status() -> dict[str, Any]:
-        counts = await run_in_threadpool(service.store.counts)
+        counts = await run_in_threadpool(current_counts)
         return {
             "policy_version": service.worker.version,
             **counts,
@@ -134,30 +151,26 @@ def create_app(service: Service, manage_lifecycle: bool = True) -> FastAPI:
     @app.get("/metrics", dependencies=guarded)
     async def metrics() -> Response:
         service.metrics.policy_version.set(service.worker.version)
-        service.metrics.set_counts(await run_in_threadpool(service.store.counts))
+        service.metrics.set_counts(await run_in_threadpool(current_counts))
         return Response(service.metrics.render(), media_type=CONTENT_TYPE)
 
     @app.post("/v1/feedback", dependencies=guarded)
     async def feedback(request: Request) -> dict[str, str]:
         body = await read_body(request, FeedbackRequest)
-        try:
-            await run_in_threadpool(service.store.add_feedback, body.id, body.reward)
-        except UnknownCompletion:
-            raise http_error(404, f"no completion with id {body.id!r}", "not_found_error") from None
-        except DuplicateFeedback:
-            raise http_error(
-                409, f"completion {body.id!r} already has a reward", "conflict_error"
-            ) from None
+        if body.episode_id is not None:
+            answer = await _episode_feedback(service, body.episode_id, body.reward)
+        else:
+            assert body.id is not None
+            answer = await _completion_feedback(service, body.id, body.reward)
         service.live.notify()
-        return {"id": body.id, "status": "accepted"}
+        return answer
 
     @app.post("/v1/chat/completions", dependencies=guarded)
     async def chat_completions(request: Request) -> Any:
         body = await read_body(request, ChatCompletionRequest)
-        messages, params = _check_request(service, body)
-        context = await run_in_threadpool(
-            turn_context, messages, service.tokenizer, service.store.completion_by_context
-        )
+        episode_id = _episode_id(request)
+        messages, params, plan = _check_request(service, body)
+        context = await run_in_threadpool(_context, service, messages, plan, episode_id)
         if len(context.prompt_ids) > service.limits.max_prompt_tokens:
             raise http_error(
                 400,
@@ -178,7 +191,7 @@ def create_app(service: Service, manage_lifecycle: bool = True) -> FastAPI:
                 headers={"Retry-After": "1"},
             )
         service.metrics.in_flight.set(service.gate.active)
-        reply = Reply(service, body, messages, context, params)
+        reply = Reply(service, body, messages, context, params, plan, episode_id)
         if body.stream:
             return StreamingResponse(reply.events(), media_type="text/event-stream")
         try:
@@ -190,10 +203,101 @@ def create_app(service: Service, manage_lifecycle: bool = True) -> FastAPI:
     return app
 
 
+def _episode_id(request: Request) -> str | None:
+    """The `X-Episode-Id` header, or None; 400 for an empty or overlong one."""
+    value = request.headers.get(EPISODE_HEADER)
+    if value is None:
+        return None
+    if not value.strip() or len(value) > _MAX_EPISODE_ID:
+        raise http_error(
+            400,
+            f"X-Episode-Id: must be 1 to {_MAX_EPISODE_ID} characters, not blank",
+            "invalid_request_error",
+        )
+    return value
+
+
+def _context(
+    service: Service, messages: list[dict[str, Any]], plan: ToolPlan, episode_id: str | None
+) -> Any:
+    """The turn's context (see `sao.serve.sessions`), the forced call opening appended."""
+    tip = None
+    if episode_id is not None:
+        service.store.drop_idle_episodes(service.idle_before())
+        episode = service.store.episode(episode_id)
+        if episode is not None and episode.state != OPEN:
+            raise http_error(
+                409,
+                f"episode {episode_id!r} has ended ({episode.state}); name a new X-Episode-Id",
+                "conflict_error",
+                "episode_closed",
+            )
+        tip = service.store.completion(episode.tip) if episode is not None else None
+    try:
+        context = turn_context(
+            messages,
+            plan.tools,
+            service.renderer,
+            service.store.completion_by_context,
+            episode_tip=tip,
+            in_episode=episode_id is not None,
+        )
+    except (ValueError, TypeError, TemplateError) as err:  # the chat template refused them
+        raise http_error(
+            400, f"messages: the chat template cannot render them: {err}", "invalid_request_error"
+        ) from None
+    if plan.forced_text:
+        context = context.extended(service.renderer.encode(plan.forced_text))
+    return context
+
+
+async def _episode_feedback(service: Service, episode_id: str, reward: float) -> dict[str, str]:
+    try:
+        completion_id = await run_in_threadpool(
+            service.store.add_episode_feedback, episode_id, reward, service.idle_before()
+        )
+    except UnknownEpisode:
+        raise http_error(404, f"no episode with id {episode_id!r}", "not_found_error") from None
+    except EpisodeClosed as err:
+        raise http_error(
+            409,
+            f"episode {episode_id!r} has ended ({err.state}): it takes one reward, within "
+            f"serve.episode_timeout_s={service.config.serve.episode_timeout_s:g} s of its last call",
+            "conflict_error",
+            "episode_closed",
+        ) from None
+    return {"episode_id": episode_id, "id": completion_id, "status": "accepted"}
+
+
+async def _completion_feedback(
+    service: Service, completion_id: str, reward: float
+) -> dict[str, str]:
+    try:
+        await run_in_threadpool(service.store.add_feedback, completion_id, reward)
+    except UnknownCompletion:
+        raise http_error(
+            404, f"no completion with id {completion_id!r}", "not_found_error"
+        ) from None
+    except CompletionInEpisode as err:
+        raise http_error(
+            409,
+            f"completion {completion_id!r} belongs to episode {err.episode_id!r}: reward the "
+            'episode ({"episode_id": ..., "reward": ...})',
+            "conflict_error",
+            "completion_in_episode",
+        ) from None
+    except DuplicateFeedback:
+        raise http_error(
+            409, f"completion {completion_id!r} already has a reward", "conflict_error"
+        ) from None
+    return {"id": completion_id, "status": "accepted"}
+
+
 def _check_request(
     service: Service, body: ChatCompletionRequest
-) -> tuple[list[dict[str, str]], SamplingParams]:
-    """The request's messages and sampling settings, or a 400/404 naming what cannot be served."""
+) -> tuple[list[dict[str, Any]], SamplingParams, ToolPlan]:
+    """The request's messages, sampling settings and tool plan, or a 400/404 naming what cannot
+    be served."""
     rollout = service.config.rollout
 
     def refuse(message: str, code: str = "unsupported_value") -> HTTPException:
@@ -224,5 +328,9 @@ def _check_request(
     messages = [m.as_dict() for m in body.messages]
     if messages[-1]["role"] == "assistant":
         raise refuse("messages: the last message must not be the assistant's")
+    try:
+        plan = plan_tools(body, service.tool_format)
+    except ValueError as err:
+        raise refuse(str(err)) from None
     params = SamplingParams(rollout.temperature, rollout.top_p, max_tokens)
-    return messages, params
+    return messages, params, plan

@@ -14,6 +14,10 @@ from sao.config import SAOConfig
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """`sao serve` flags (besides --preset/--config/--set/--env, added by `sao.cli`)."""
     parser.add_argument("--model", required=True, help="saved policy directory to serve")
+    parser.add_argument(
+        "--served-model-name",
+        help="the model name clients send and /v1/models lists (default: the --model folder name)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument(
@@ -50,8 +54,36 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
 
 
+# Modules of the `serve` extra: without one, `sao serve` / `sao simulate` say which extra to install.
+SERVE_EXTRA_MODULES = ("fastapi", "uvicorn", "prometheus_client", "httpx", "openai", "starlette")
+
+
+def missing_serve_extra(err: ModuleNotFoundError, command: str) -> int | None:
+    """Print one line naming the extra when `err` is a missing module of it; return the exit
+    status (1), or None when the missing module is another one (the caller re-raises)."""
+    root = (err.name or "").split(".")[0]
+    if root not in SERVE_EXTRA_MODULES:
+        return None
+    print(
+        f"{command}: the {root!r} package is not installed; install the serve extra: "
+        "pip install 'sao[serve]'",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def run_serve_command(config: SAOConfig, args: argparse.Namespace) -> int:
     """Build the service and run it under uvicorn until interrupted."""
+    try:
+        return _run_serve(config, args)
+    except ModuleNotFoundError as err:
+        status = missing_serve_extra(err, "sao serve")
+        if status is None:
+            raise
+        return status
+
+
+def _run_serve(config: SAOConfig, args: argparse.Namespace) -> int:
     import uvicorn
 
     from sao.serve.app import create_app
@@ -71,7 +103,13 @@ def run_serve_command(config: SAOConfig, args: argparse.Namespace) -> int:
             max_concurrent=args.max_concurrent or base.max_concurrent,
         )
         service = build_service(
-            config, args.model, args.db, api_key, limits, warmup_batches=args.warmup_batches
+            config,
+            args.model,
+            args.db,
+            api_key,
+            limits,
+            warmup_batches=args.warmup_batches,
+            model_name=args.served_model_name,
         )
     except ValueError as err:
         print(f"sao serve: {err}", file=sys.stderr)
@@ -88,6 +126,16 @@ def run_serve_command(config: SAOConfig, args: argparse.Namespace) -> int:
 
 def run_simulate_command(args: argparse.Namespace) -> int:
     """Drive a running server with simulated users; write the adaptation report."""
+    try:
+        return _run_simulate(args)
+    except ModuleNotFoundError as err:
+        status = missing_serve_extra(err, "sao simulate")
+        if status is None:
+            raise
+        return status
+
+
+def _run_simulate(args: argparse.Namespace) -> int:
     import httpx
     import openai
 

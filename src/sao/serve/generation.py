@@ -1,4 +1,5 @@
-"""The serving engine's thread: one `RolloutEngine` stepped continuously, bridged to asyncio.
+"""The serving engine's thread: one inference engine (built-in or vLLM, `sao.rollout.interface`)
+stepped continuously, bridged to asyncio.
 
 HTTP handlers submit a prompt and await the result (or iterate over it, token by token, for a
 streamed reply); a single background thread owns the decode loop. The learner publishes new
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
-from sao.rollout.engine import RolloutEngine
+from sao.rollout.interface import InferenceEngine
 from sao.rollout.requests import Completion, SamplingParams
 
 
@@ -31,7 +32,7 @@ class _Listener:
 class EngineWorker:
     """Runs `engine.step()` on its own thread while any request is in flight."""
 
-    def __init__(self, engine: RolloutEngine) -> None:
+    def __init__(self, engine: InferenceEngine) -> None:
         self.engine = engine
         self._listeners: dict[str, _Listener] = {}
         self._lock = threading.Lock()
@@ -67,6 +68,7 @@ class EngineWorker:
         params: SamplingParams,
         stop_ids: Sequence[int],
         stream: bool = False,
+        stop_strings: Sequence[str] = (),
     ) -> AsyncIterator[list[int] | Completion]:
         """Yield lists of newly sampled token ids (when `stream`), then the finished `Completion`.
 
@@ -78,7 +80,7 @@ class EngineWorker:
         with self._lock:
             self._listeners[request_id] = listener
         try:
-            self.engine.submit(request_id, prompt_ids, params, stop_ids)
+            self.engine.submit(request_id, prompt_ids, params, stop_ids, stop_strings)
         except BaseException:
             with self._lock:
                 self._listeners.pop(request_id, None)
@@ -110,7 +112,8 @@ class EngineWorker:
         with self._lock:
             listeners = dict(self._listeners)
         if any(listener.stream for listener in listeners.values()):
-            for request_id, tokens in self.engine.in_flight_tokens().items():
+            # Both engines expose the tokens sampled so far (not part of the engine interface).
+            for request_id, tokens in self.engine.in_flight_tokens().items():  # type: ignore[attr-defined]
                 listener = listeners.get(request_id)
                 if listener is not None and listener.stream and len(tokens) > listener.sent:
                     self._send(listener, tokens[listener.sent :])

@@ -1,7 +1,8 @@
 """Prometheus metrics of one server, in a registry of its own (several servers may share a process).
 
-Names follow one namespace, `sao_serve_...`; counters of stored things (completions, feedback,
-trained, dropped) are set from the store so that they survive a restart.
+Names follow one namespace, `sao_serve_...`; the counters the store keeps (completions, episodes,
+tool calls, feedback, trained, dropped, ...: `Store.counts`) are set from it, one `kind` label
+each, so that they survive a restart.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class ServeMetrics:
         self.policy_version = Gauge("sao_serve_policy_version", "Served weight version", registry=r)
         self.stored = Gauge(
             "sao_serve_stored",
-            "Stored records by kind (completions, feedback, trained, dropped, pending)",
+            "Counters kept in the store, by kind (Store.counts: completions, episodes_started, "
+            "tool_calls, feedback, trained, dropped, ...)",
             ["kind"],
             registry=r,
         )

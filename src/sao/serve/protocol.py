@@ -11,7 +11,16 @@ import json
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import HTTPException, Request
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 
@@ -22,22 +31,85 @@ class TextPart(BaseModel):
     text: StrictStr
 
 
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: StrictStr
+    arguments: StrictStr
+
+
+class ToolCallItem(BaseModel):
+    """One call of an assistant message, as OpenAI returns it (and clients send it back)."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: StrictStr
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessage(BaseModel):
-    """One message; content is a string or a list of text parts (joined)."""
+    """One message; content is a string, a list of text parts (joined), or null (an assistant
+    message that only calls tools)."""
 
     model_config = ConfigDict(extra="ignore")
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: StrictStr | list[TextPart]
+    content: StrictStr | list[TextPart] | None = None
+    tool_calls: list[ToolCallItem] | None = None
+    tool_call_id: StrictStr | None = None
+    name: StrictStr | None = None
 
-    def as_dict(self) -> dict[str, str]:
-        """`{"role", "content"}` with parts joined; `developer` is OpenAI's newer `system`."""
-        content = (
-            self.content
-            if isinstance(self.content, str)
-            else "".join(part.text for part in self.content)
-        )
+    @model_validator(mode="after")
+    def _content_or_calls(self) -> ChatMessage:
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("content: null is only for an assistant message with tool_calls")
+        return self
+
+    def as_dict(self) -> dict[str, Any]:
+        """The message as the server handles it: `role` (`developer` is OpenAI's newer
+        `system`), `content` (parts joined; None stays None), and the tool fields when present."""
+        content = self.content
+        if isinstance(content, list):
+            content = "".join(part.text for part in content)
         role = "system" if self.role == "developer" else self.role
-        return {"role": role, "content": content}
+        out: dict[str, Any] = {"role": role, "content": content}
+        if self.tool_calls:
+            out["tool_calls"] = [call.model_dump() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None and role == "tool":
+            out["name"] = self.name
+        return out
+
+
+class FunctionDefinition(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: StrictStr = Field(min_length=1, max_length=128)
+    description: StrictStr | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class ToolDefinition(BaseModel):
+    """A declared tool: OpenAI's `{"type": "function", "function": {name, description,
+    parameters}}`."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["function"]
+    function: FunctionDefinition
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": "function", "function": self.function.model_dump(exclude_none=True)}
+
+
+class NamedFunction(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: StrictStr
+
+
+class NamedToolChoice(BaseModel):
+    """`tool_choice: {"type": "function", "function": {"name": ...}}`."""
+
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["function"]
+    function: NamedFunction
 
 
 class StreamOptions(BaseModel):
@@ -60,14 +132,24 @@ class ChatCompletionRequest(BaseModel):
     temperature: Number | None = None
     top_p: Number | None = None
     stop: Any = None
+    tools: list[ToolDefinition] | None = None
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: StrictBool | None = None
 
 
 class FeedbackRequest(BaseModel):
-    """`POST /v1/feedback`: a finite reward for a completion id."""
+    """`POST /v1/feedback`: a finite reward for a completion id or for an episode id."""
 
     model_config = ConfigDict(extra="forbid")
-    id: StrictStr
+    id: StrictStr | None = None
+    episode_id: StrictStr | None = None
     reward: Number
+
+    @model_validator(mode="after")
+    def _one_target(self) -> FeedbackRequest:
+        if (self.id is None) == (self.episode_id is None):
+            raise ValueError("give exactly one of id (a completion) and episode_id")
+        return self
 
 
 Body = TypeVar("Body", bound=BaseModel)

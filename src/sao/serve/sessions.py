@@ -1,25 +1,33 @@
-"""Sessions: a continued conversation continues the trajectory of the completion it extends.
+"""Sessions: a call continues the trajectory of the reply it extends, or starts a new one.
 
 A client continuing a chat resends the whole history. When the history's first `k` messages are
-exactly an earlier request's messages followed by the reply the server gave it, the new turn
-extends that earlier trajectory: its exact token ids (actions as sampled, with their log-probs and
-versions) stay, the messages after position `k` are appended as observation tokens (mask 0), and
-the new reply becomes the next action turn. Feedback on the newest completion then rewards the
-whole multi-turn trajectory, and skip-observation GAE sees the user and tool turns as
-observations. Without such a prefix the request starts a new trajectory from its rendered messages.
+exactly an earlier request's messages followed by the reply the server gave it (compared as
+`sao.serve.conversation` says), the new turn extends that earlier trajectory: its exact token ids
+(actions as sampled, with their log-probs and versions) stay, the text between that reply and the
+next generation is appended as observation tokens (mask 0; `MessageRenderer.continuation_ids`),
+and the new reply becomes the next action turn.
+
+Which earlier reply may be extended:
+
+- in an episode (`X-Episode-Id`): only the episode's newest completion (its tip). A first call
+  starts the episode (`new`); a later call that does not extend the tip (an edited or foreign
+  history) starts another trajectory from its rendered messages (`restarted`);
+- without an episode: the newest completion outside any episode whose conversation hashes to the
+  history's first `k` messages, for the largest such `k` (`continued`), else `new`.
+
+Forced tokens of a tool_choice (`sao.serve.tools`) follow the context, masked as observations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from transformers import PreTrainedTokenizerBase
-
+from sao.rollout.rendering import MessageRenderer
 from sao.rollout.requests import Completion
-from sao.serve.chat_format import context_hash, render_ids
-from sao.serve.store import StoredCompletion
+from sao.serve.conversation import context_hash
+from sao.serve.store import CONTINUED, NEW, RESTARTED, StoredCompletion
 
 
 @dataclass
@@ -32,10 +40,24 @@ class TurnContext:
     rollout_logprobs: list[float]
     policy_versions: list[int]
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    kind: str = NEW
 
     @property
     def prompt_ids(self) -> list[int]:
         return self.token_ids
+
+    def extended(self, ids: Sequence[int]) -> TurnContext:
+        """This context with `ids` appended as observation tokens (mask 0, never trained)."""
+        n = len(ids)
+        return TurnContext(
+            self.parent_id,
+            [*self.token_ids, *ids],
+            [*self.action_mask, *[0] * n],
+            [*self.rollout_logprobs, *[0.0] * n],
+            [*self.policy_versions, *[-1] * n],
+            list(self.turn_spans),
+            self.kind,
+        )
 
     def with_action(self, completion: Completion) -> dict[str, Any]:
         """The trajectory fields (no reward yet) once `completion` is appended as an action."""
@@ -50,39 +72,63 @@ class TurnContext:
         }
 
 
-def _inserted(ids: list[int]) -> tuple[list[int], list[float], list[int]]:
-    return [0] * len(ids), [0.0] * len(ids), [-1] * len(ids)
+def _fresh(ids: list[int], kind: str) -> TurnContext:
+    return TurnContext(None, [], [], [], [], kind=kind).extended(ids)
+
+
+def _continue(
+    parent: StoredCompletion,
+    messages: Sequence[Mapping[str, Any]],
+    k: int,
+    tools: Sequence[Mapping[str, Any]],
+    renderer: MessageRenderer,
+) -> TurnContext:
+    trajectory = parent.trajectory
+    start, end = trajectory["turn_spans"][-1]
+    reply_ids = trajectory["token_ids"][start:end]
+    observation = renderer.continuation_ids(parent.messages, reply_ids, messages[k:], tools)
+    context = TurnContext(
+        parent.id,
+        list(trajectory["token_ids"]),
+        list(trajectory["action_mask"]),
+        list(trajectory["rollout_logprobs"]),
+        list(trajectory["policy_versions"]),
+        [tuple(s) for s in trajectory["turn_spans"]],
+        CONTINUED,
+    )
+    return context.extended(observation)
 
 
 def turn_context(
-    messages: Sequence[dict[str, Any]],
-    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+    renderer: MessageRenderer,
     lookup: Callable[[str], StoredCompletion | None],
+    episode_tip: StoredCompletion | None = None,
+    in_episode: bool = False,
 ) -> TurnContext:
-    """The context of a new turn: an earlier trajectory extended, or a fresh one.
+    """The context of a new turn: an earlier trajectory extended, or a fresh one (module
+    docstring).
 
     Args:
-        messages: the request's messages (role/content dicts), the last one not an assistant's.
-        tokenizer: the policy's tokenizer.
-        lookup: `context_hash -> the stored completion` (see `Store.completion_by_context`).
+        messages: the request's messages, the last one not an assistant's.
+        tools: the request's declared tools (a chat template may render them).
+        renderer: the policy's message renderer.
+        lookup: `context_hash -> the stored completion` outside episodes.
+        episode_tip: the episode's newest completion (None for a new episode).
+        in_episode: whether the call names an episode.
     """
+    if in_episode:
+        if episode_tip is None:
+            return _fresh(renderer.conversation_ids(messages, tools), NEW)
+        k = len(episode_tip.messages) + 1
+        if len(messages) > k and context_hash(messages[:k]) == episode_tip.context_hash:
+            return _continue(episode_tip, messages, k, tools, renderer)
+        return _fresh(renderer.conversation_ids(messages, tools), RESTARTED)
     for k in range(len(messages) - 1, 0, -1):
         if messages[k - 1]["role"] != "assistant":
             continue
         parent = lookup(context_hash(messages[:k]))
-        if parent is None:
-            continue
-        trajectory = parent.trajectory
-        observation = render_ids(messages[k:], tokenizer, with_bos=False)
-        mask, logprobs, versions = _inserted(observation)
-        return TurnContext(
-            parent_id=parent.id,
-            token_ids=[*trajectory["token_ids"], *observation],
-            action_mask=[*trajectory["action_mask"], *mask],
-            rollout_logprobs=[*trajectory["rollout_logprobs"], *logprobs],
-            policy_versions=[*trajectory["policy_versions"], *versions],
-            turn_spans=[tuple(s) for s in trajectory["turn_spans"]],
-        )
-    ids = render_ids(messages, tokenizer)
-    mask, logprobs, versions = _inserted(ids)
-    return TurnContext(None, ids, mask, logprobs, versions)
+        if parent is not None:
+            return _continue(parent, messages, k, tools, renderer)
+    return _fresh(renderer.conversation_ids(messages, tools), NEW)

@@ -10,6 +10,12 @@ Three tables:
                   transaction that records the checkpoint holding that training
     checkpoints   one row per learner checkpoint: its sequence number, policy version and file
 
+An episode (`X-Episode-Id`) is a row of `episodes`: its newest completion (`tip`, whose
+trajectory holds the episode's whole token sequence), how many trajectories it started (a call
+whose history does not extend the tip starts another), and its state: `open`, `rewarded` (one
+feedback row, on the tip), or `dropped` (no reward within the episode timeout). Completions of an
+episode take rewards only through it, so its tokens train once.
+
 A kill at any moment therefore leaves: completions and feedback that were acknowledged, and a
 latest checkpoint whose training is exactly the feedback marked `trained`. Feedback trained after
 that checkpoint is still `pending` and is trained again from the checkpoint's weights, so in the
@@ -25,75 +31,51 @@ import json
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from sao.serve.records import (
+    COMPLETION_COLUMNS,
+    COMPLETION_FIELDS,
+    CONTINUED,
+    DROPPED,
+    NEW,
+    OPEN,
+    PENDING,
+    RESTARTED,
+    REWARDED,
+    SCHEMA,
+    TRAINED,
+    Checkpoint,
+    CompletionInEpisode,
+    DuplicateFeedback,
+    Episode,
+    EpisodeClosed,
+    StoredCompletion,
+    UnknownCompletion,
+    UnknownEpisode,
+    completion_from_row,
+)
 from sao.trajectory import Trajectory
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS completions (
-    id TEXT PRIMARY KEY,
-    created REAL NOT NULL,
-    api_key_id TEXT NOT NULL,
-    parent_id TEXT,
-    context_hash TEXT NOT NULL,
-    messages TEXT NOT NULL,
-    content TEXT NOT NULL,
-    finish_reason TEXT NOT NULL,
-    trajectory TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS completions_context ON completions (context_hash);
-CREATE TABLE IF NOT EXISTS feedback (
-    completion_id TEXT PRIMARY KEY REFERENCES completions (id),
-    reward REAL NOT NULL,
-    received REAL NOT NULL,
-    seq INTEGER NOT NULL,
-    state TEXT NOT NULL DEFAULT 'pending',
-    checkpoint INTEGER
-);
-CREATE INDEX IF NOT EXISTS feedback_state ON feedback (state, seq);
-CREATE TABLE IF NOT EXISTS checkpoints (
-    seq INTEGER PRIMARY KEY,
-    version INTEGER NOT NULL,
-    path TEXT NOT NULL,
-    created REAL NOT NULL,
-    metrics TEXT NOT NULL
-);
-"""
-
-PENDING, TRAINED, DROPPED = "pending", "trained", "dropped"
-
-
-class UnknownCompletion(KeyError):
-    """Feedback names a completion id the store has never served."""
-
-
-class DuplicateFeedback(ValueError):
-    """A second reward for a completion that already has one."""
-
-
-@dataclass(frozen=True)
-class StoredCompletion:
-    """A served completion as the store holds it."""
-
-    id: str
-    parent_id: str | None
-    context_hash: str
-    messages: list[dict[str, Any]]
-    content: str
-    finish_reason: str
-    trajectory: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """The newest checkpoint row."""
-
-    seq: int
-    version: int
-    path: Path
-    metrics: dict[str, float]
+__all__ = [
+    "CONTINUED",
+    "DROPPED",
+    "NEW",
+    "OPEN",
+    "PENDING",
+    "RESTARTED",
+    "REWARDED",
+    "TRAINED",
+    "Checkpoint",
+    "CompletionInEpisode",
+    "DuplicateFeedback",
+    "Episode",
+    "EpisodeClosed",
+    "Store",
+    "StoredCompletion",
+    "UnknownCompletion",
+    "UnknownEpisode",
+]
 
 
 class Store:
@@ -107,7 +89,11 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(SCHEMA)
+        have = {row[1] for row in self._db.execute("PRAGMA table_info(completions)")}
+        for column, kind in COMPLETION_COLUMNS.items():
+            if column not in have:
+                self._db.execute(f"ALTER TABLE completions ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         with self._lock:
@@ -115,10 +101,12 @@ class Store:
 
     # ------------------------------------------------------------------ completions
     def add_completion(self, completion: StoredCompletion, api_key_id: str) -> None:
-        """Persist one served completion (committed before this returns)."""
+        """Persist one served completion, and move its episode's tip to it (one transaction,
+        committed before this returns)."""
+        now = time.time()
         row = (
             completion.id,
-            time.time(),
+            now,
             api_key_id,
             completion.parent_id,
             completion.context_hash,
@@ -126,19 +114,103 @@ class Store:
             completion.content,
             completion.finish_reason,
             json.dumps(completion.trajectory),
+            completion.episode_id,
+            completion.kind,
+            completion.tool_calls,
+            int(completion.malformed),
+            None if completion.message is None else json.dumps(completion.message),
         )
         with self._lock:
-            self._db.execute("INSERT INTO completions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(
+                    "INSERT INTO completions (id, created, api_key_id, parent_id, context_hash, "
+                    "messages, content, finish_reason, trajectory, episode_id, kind, tool_calls, "
+                    "malformed, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+                if completion.episode_id is not None:
+                    self._db.execute(
+                        "INSERT INTO episodes (id, created, updated, tip) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT (id) DO UPDATE SET updated = excluded.updated, "
+                        "tip = excluded.tip, trajectories = trajectories + ? WHERE state = ?",
+                        (completion.episode_id, now, now, completion.id,
+                         int(completion.kind == RESTARTED), OPEN),
+                    )  # fmt: skip
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def completion_by_context(self, context_hash: str) -> StoredCompletion | None:
-        """The newest completion whose conversation (messages + reply) hashes to `context_hash`."""
+        """The newest completion outside any episode whose conversation (messages + reply)
+        hashes to `context_hash`."""
         with self._lock:
             row = self._db.execute(
-                "SELECT id, parent_id, context_hash, messages, content, finish_reason, trajectory "
-                "FROM completions WHERE context_hash = ? ORDER BY created DESC LIMIT 1",
+                f"SELECT {COMPLETION_FIELDS} FROM completions WHERE context_hash = ? "
+                "AND episode_id IS NULL ORDER BY created DESC LIMIT 1",
                 (context_hash,),
             ).fetchone()
-        return None if row is None else _completion(row)
+        return None if row is None else completion_from_row(row)
+
+    def completion(self, completion_id: str) -> StoredCompletion | None:
+        """The completion with this id."""
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {COMPLETION_FIELDS} FROM completions WHERE id = ?", (completion_id,)
+            ).fetchone()
+        return None if row is None else completion_from_row(row)
+
+    # ------------------------------------------------------------------ episodes
+    def episode(self, episode_id: str) -> Episode | None:
+        """The episode with this id, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT id, state, tip, trajectories, updated FROM episodes WHERE id = ?",
+                (episode_id,),
+            ).fetchone()
+        return None if row is None else Episode(*row)
+
+    def drop_idle_episodes(self, idle_before: float) -> int:
+        """Drop every open episode whose last call was before `idle_before`; how many."""
+        with self._lock:
+            return self._db.execute(
+                "UPDATE episodes SET state = ? WHERE state = ? AND updated < ?",
+                (DROPPED, OPEN, idle_before),
+            ).rowcount
+
+    def add_episode_feedback(self, episode_id: str, reward: float, idle_before: float) -> str:
+        """Accept the episode's reward on its newest completion (committed before this returns);
+        returns that completion's id. An episode idle since before `idle_before` is dropped first.
+
+        Raises:
+            UnknownEpisode: no completion was served in this episode.
+            EpisodeClosed: the episode was rewarded or dropped already.
+        """
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(
+                    "SELECT state, tip, updated FROM episodes WHERE id = ?", (episode_id,)
+                ).fetchone()
+                if row is None:
+                    raise UnknownEpisode(episode_id)
+                state, tip, updated = row
+                if state == OPEN and updated < idle_before:
+                    state = DROPPED
+                if state == OPEN:
+                    self._insert_feedback(tip, reward)
+                self._db.execute(
+                    "UPDATE episodes SET state = ? WHERE id = ?",
+                    (REWARDED if state == OPEN else state, episode_id),
+                )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+        if state != OPEN:
+            raise EpisodeClosed(episode_id, state)
+        return tip
 
     # ------------------------------------------------------------------ feedback
     def add_feedback(self, completion_id: str, reward: float) -> None:
@@ -146,29 +218,34 @@ class Store:
 
         Raises:
             UnknownCompletion: no completion has this id.
+            CompletionInEpisode: the completion belongs to an episode (reward the episode).
             DuplicateFeedback: the completion already has a reward.
         """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 known = self._db.execute(
-                    "SELECT 1 FROM completions WHERE id = ?", (completion_id,)
+                    "SELECT episode_id FROM completions WHERE id = ?", (completion_id,)
                 ).fetchone()
                 if known is None:
                     raise UnknownCompletion(completion_id)
-                seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM feedback").fetchone()
-                try:
-                    self._db.execute(
-                        "INSERT INTO feedback (completion_id, reward, received, seq) "
-                        "VALUES (?, ?, ?, ?)",
-                        (completion_id, float(reward), time.time(), seq[0]),
-                    )
-                except sqlite3.IntegrityError:
-                    raise DuplicateFeedback(completion_id) from None
+                if known[0] is not None:
+                    raise CompletionInEpisode(completion_id, known[0])
+                self._insert_feedback(completion_id, reward)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def _insert_feedback(self, completion_id: str, reward: float) -> None:
+        seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM feedback").fetchone()
+        try:
+            self._db.execute(
+                "INSERT INTO feedback (completion_id, reward, received, seq) VALUES (?, ?, ?, ?)",
+                (completion_id, float(reward), time.time(), seq[0]),
+            )
+        except sqlite3.IntegrityError:
+            raise DuplicateFeedback(completion_id) from None
 
     def pending_count(self) -> int:
         with self._lock:
@@ -193,18 +270,37 @@ class Store:
         return out
 
     def counts(self) -> dict[str, int]:
-        """`completions`, `feedback` (accepted), `trained`, `dropped`, `pending`."""
+        """Every counter `/v1/status` and `/metrics` report (see docs/serving.md)."""
         with self._lock:
-            completions = self._db.execute("SELECT COUNT(*) FROM completions").fetchone()[0]
+            completions, continued, restarted, calls, malformed = self._db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(kind = ?), 0), COALESCE(SUM(kind = ?), 0), "
+                "COALESCE(SUM(tool_calls), 0), COALESCE(SUM(malformed), 0) FROM completions",
+                (CONTINUED, RESTARTED),
+            ).fetchone()
             by_state = dict(
                 self._db.execute("SELECT state, COUNT(*) FROM feedback GROUP BY state").fetchall()
             )
+            episodes = dict(
+                self._db.execute("SELECT state, COUNT(*) FROM episodes GROUP BY state").fetchall()
+            )
+            abandoned = self._db.execute(
+                "SELECT COALESCE(SUM(trajectories - 1), 0) FROM episodes"
+            ).fetchone()[0]
         return {
             "completions": completions,
             "feedback": sum(by_state.values()),
             "trained": by_state.get(TRAINED, 0),
             "dropped": by_state.get(DROPPED, 0),
             "pending": by_state.get(PENDING, 0),
+            "continued": continued,
+            "restarted": restarted,
+            "tool_calls": calls,
+            "malformed_tool_calls": malformed,
+            "episodes_started": sum(episodes.values()),
+            "episodes_open": episodes.get(OPEN, 0),
+            "episodes_rewarded": episodes.get(REWARDED, 0),
+            "episodes_dropped": episodes.get(DROPPED, 0),
+            "trajectories_abandoned": abandoned,
         }
 
     # ------------------------------------------------------------------ checkpoints
@@ -250,18 +346,6 @@ class Store:
         with self._lock:
             rows = self._db.execute("SELECT path FROM checkpoints ORDER BY seq").fetchall()
         return [Path(r[0]) for r in rows]
-
-
-def _completion(row: tuple) -> StoredCompletion:
-    return StoredCompletion(
-        id=row[0],
-        parent_id=row[1],
-        context_hash=row[2],
-        messages=json.loads(row[3]),
-        content=row[4],
-        finish_reason=row[5],
-        trajectory=json.loads(row[6]),
-    )
 
 
 def _finite(metrics: dict[str, float]) -> dict[str, float | None]:

@@ -1,0 +1,123 @@
+"""Episodes (`X-Episode-Id`): calls continue one trajectory, one reward trains it once, an edited
+history restarts it, and an episode left without a reward is dropped; all counted."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi.testclient import TestClient
+from serve_helpers import make_service, user
+
+from sao.serve.app import create_app
+
+
+def _call(client, messages, episode, status=200):
+    response = client.post(
+        "/v1/chat/completions",
+        json={"model": "tiny-policy", "messages": messages},
+        headers={"X-Episode-Id": episode},
+    )
+    assert response.status_code == status, response.text
+    return response.json()
+
+
+def _reply(completion):
+    return completion["choices"][0]["message"]
+
+
+def _wait_for(client, predicate, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.get("/v1/status").json()
+        if predicate(status):
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"timed out; last status {status}")
+
+
+def test_an_episode_is_one_trajectory_rewarded_and_trained_once(policy_dir, tmp_path):
+    service = make_service(policy_dir, tmp_path / "s.db", extra=["train.batch_size=1"], warmup=1)
+    with TestClient(create_app(service)) as client:
+        first = _call(client, user(), "ep-1")
+        follow_up = [*user(), _reply(first), {"role": "user", "content": "Again."}]
+        second = _call(client, follow_up, "ep-1")
+        assert second["parent_id"] == first["id"] and second["episode_id"] == "ep-1"
+
+        by_id = client.post("/v1/feedback", json={"id": first["id"], "reward": 1.0})
+        assert by_id.status_code == 409
+        assert by_id.json()["error"]["code"] == "completion_in_episode"
+        accepted = client.post("/v1/feedback", json={"episode_id": "ep-1", "reward": 1.0})
+        assert accepted.status_code == 200
+        assert accepted.json() == {"episode_id": "ep-1", "id": second["id"], "status": "accepted"}
+        again = client.post("/v1/feedback", json={"episode_id": "ep-1", "reward": 0.0})
+        assert again.status_code == 409 and again.json()["error"]["code"] == "episode_closed"
+        status = _wait_for(client, lambda s: s["trained"] == 1)
+        assert _call(client, [*follow_up, _reply(second), *user()], "ep-1", 409)
+        parent = service.store.completion(first["id"]).trajectory
+        rewarded = service.store.completion(second["id"]).trajectory
+    assert {k: status[k] for k in ("feedback", "trained", "pending", "continued")} == {
+        "feedback": 1,
+        "trained": 1,
+        "pending": 0,
+        "continued": 1,
+    }
+    assert (status["episodes_started"], status["episodes_rewarded"], status["episodes_open"]) == (
+        1,
+        1,
+        0,
+    )
+    # The one trained trajectory holds both turns: the first call's ids, then the second's.
+    n = len(parent["token_ids"])
+    assert rewarded["token_ids"][:n] == parent["token_ids"]
+    assert len(rewarded["turn_spans"]) == 2
+
+
+def test_an_edited_history_restarts_the_episode_and_the_latest_trajectory_is_rewarded(
+    policy_dir, tmp_path
+):
+    service = make_service(policy_dir, tmp_path / "s.db", extra=["train.batch_size=64"])
+    with TestClient(create_app(service)) as client:
+        first = _call(client, user(), "ep-2")
+        edited = {"role": "assistant", "content": "<answer>something else</answer>"}
+        second = _call(client, [*user(), edited, {"role": "user", "content": "Again."}], "ep-2")
+        assert second["parent_id"] is None
+        accepted = client.post("/v1/feedback", json={"episode_id": "ep-2", "reward": 0.5})
+        assert accepted.json()["id"] == second["id"]
+        status = client.get("/v1/status").json()
+        restarted = service.store.completion(second["id"])
+    assert (status["restarted"], status["trajectories_abandoned"], status["continued"]) == (1, 1, 0)
+    assert first["id"] != second["id"]
+    # The restarted trajectory renders the whole edited history as context, nothing trained in it.
+    start = restarted.trajectory["turn_spans"][0][0]
+    assert restarted.trajectory["action_mask"][:start] == [0] * start
+
+
+def test_an_episode_without_a_reward_in_time_is_dropped_and_counted(policy_dir, tmp_path):
+    service = make_service(
+        policy_dir,
+        tmp_path / "s.db",
+        extra=["train.batch_size=64", "serve.episode_timeout_s=0.001"],
+    )
+    with TestClient(create_app(service)) as client:
+        _call(client, user(), "ep-3")
+        time.sleep(0.01)  # longer than the timeout
+        late = client.post("/v1/feedback", json={"episode_id": "ep-3", "reward": 1.0})
+        assert late.status_code == 409
+        assert "dropped" in late.json()["error"]["message"]
+        _call(client, user(), "ep-3", 409)
+        status = client.get("/v1/status").json()
+        metrics = client.get("/metrics").text
+    assert (status["episodes_dropped"], status["feedback"], status["episodes_open"]) == (1, 0, 0)
+    assert 'sao_serve_stored{kind="episodes_dropped"} 1.0' in metrics
+
+
+def test_episode_requests_that_cannot_be_served_are_refused(policy_dir, tmp_path):
+    service = make_service(policy_dir, tmp_path / "s.db", extra=["train.batch_size=64"])
+    with TestClient(create_app(service)) as client:
+        assert _call(client, user(), "   ", 400)
+        for body in ({"reward": 1.0}, {"id": "a", "episode_id": "b", "reward": 1.0}):
+            response = client.post("/v1/feedback", json=body)
+            assert response.status_code == 422
+            assert "exactly one of id" in response.json()["error"]["message"]
+        unknown = client.post("/v1/feedback", json={"episode_id": "nope", "reward": 1.0})
+        assert unknown.status_code == 404
