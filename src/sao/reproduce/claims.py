@@ -153,7 +153,7 @@ CLAIMS: dict[str, Claim] = {
             "a",
             "SAO > GRPO+DIS > GRPO on held-out accuracy",
             (_gt(FINAL_ACCURACY, _SAO, _GRPO_DIS), _gt(FINAL_ACCURACY, _GRPO_DIS, _GRPO)),
-            paper="AIME25 / BeyondAIME pass@1: SAO 97.3 / 74.8, GRPO+DIS 93.5 / 70.8, GRPO 84.2 / 54.8",
+            paper="SAO 97.3 / 74.8, GRPO+DIS 93.5 / 70.8, GRPO 84.2 / 54.8",
         ),
         Claim(
             "b",
