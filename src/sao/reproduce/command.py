@@ -112,6 +112,7 @@ def run_reproduce_command(
         if any(run_state(r.run_dir) != "finished" for r in runs):
             record_commit(out, source_commit())
         counts = execute(runs, BUDGETS[budget], run_fn, warm_start_fn, progress=progress)
+    # Imported here so that matplotlib loads only when a report is written.
     from sao.reproduce.report import build_report, seeds_needed_text, write_report
 
     report = build_report(claims, seeds, budget, out, study_commits(out))
