@@ -192,6 +192,10 @@ class TrainConfig(_Section):
     """Held-out eval every N steps (0: only at start and end)."""
     eval_n: int = Field(200, ge=1)
     """Held-out tasks per eval."""
+    eval_effect: float = Field(0.10, gt=0.0, le=1.0)
+    """The held-out gain a run's eval should resolve: when the paired 95% interval of the first
+    and last evals is wider than +- this, summary.json and the closing line say so and how many
+    tasks (`eval_n`) would do (`sao.evaluation.eval_resolution`)."""
     checkpoint_every: int = Field(20, ge=1)
     """Checkpoint every N steps (always at step 0, after value pretraining, and at the end)."""
     keep_checkpoints: int = Field(2, ge=1)

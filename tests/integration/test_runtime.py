@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from sao.config import load_config
+from sao.evaluation import resolution_line, tasks_to_resolve
 from sao.learner.step import Learner
 from sao.models.policy import build_tiny_policy, load_policy
 from sao.models.tokenizer import build_tokenizer
 from sao.runtime.drift import StepShares, ending_shares, step_shares
 from sao.runtime.local_backend import LocalBackend
+from sao.runtime.report import closing_line
 from sao.runtime.run_dir import read_metrics, read_trajectories
 from sao.runtime.train import train
 from small_run import SMALL_RUN, small_config
@@ -111,6 +113,14 @@ def test_train_writes_the_run_directory_and_resumes_without_loss(tiny_policy_dir
     assert gain["n"] == summary["eval_n"]
     expected = summary["final_accuracy"] - summary["initial_accuracy"]
     assert abs(gain["difference"] - expected) < 1e-9
+    # The eval's resolution of train.eval_effect (default 0.10), from that paired gain.
+    resolution = summary["eval_resolution"]
+    low, high = gain["difference_ci95"]
+    assert resolution["half_width"] == pytest.approx((high - low) / 2)
+    assert resolution["effect"] == 0.10 and resolution["n"] == summary["eval_n"]
+    assert resolution["resolves"] == (resolution["half_width"] <= 0.10)
+    assert resolution["eval_n_needed"] == tasks_to_resolve(gain["sd"], 0.10)
+    assert closing_line(summary) == f"sao train: {resolution_line(gain, resolution)}"
     completed_first = read_trajectories(run_dir)
     # Each step row carries how its trained batch ended, counted again from the trajectory log.
     book = json.loads((run_dir / "checkpoints" / "step_2" / "record.json").read_text())
