@@ -192,6 +192,10 @@ class TrainConfig(_Section):
     """Held-out eval every N steps (0: only at start and end)."""
     eval_n: int = Field(200, ge=1)
     """Held-out tasks per eval."""
+    eval_effect: float = Field(0.10, gt=0.0, le=1.0)
+    """The held-out gain a run's eval should resolve: when the paired 95% interval of the first
+    and last evals is wider than +- this, summary.json and the closing line say so and how many
+    tasks (`eval_n`) would do (`sao.evaluation.eval_resolution`)."""
     checkpoint_every: int = Field(20, ge=1)
     """Checkpoint every N steps (always at step 0, after value pretraining, and at the end)."""
     keep_checkpoints: int = Field(2, ge=1)
@@ -217,6 +221,14 @@ class TrainConfig(_Section):
     less activation memory for about one more forward pass of compute."""
     ray_learner_resources: dict[str, float] = Field(default_factory=dict)
     """Ray custom resources the learner actor asks for (e.g. {learner: 1}), placing it on a node."""
+    drift_warn_rise: float = Field(0.10, gt=0.0, le=1.0)
+    """Warn (one line, and `drift` in summary.json) when the share of episodes ending without an
+    answer (out of turns or tokens, malformed, EOS, environment error) over the latest
+    `drift_window` steps exceeds that of the first `drift_window` by more than this; 1.0 never
+    warns. See `sao.runtime.drift`."""
+    drift_window: int | None = Field(None, ge=1, le=100_000)
+    """Steps per window of the drift check; None: a quarter of `steps`, between 1 and 10. Two
+    windows must fit in `steps`."""
 
     _learner_device = field_validator("learner_device")(_device_name)
 
@@ -282,6 +294,12 @@ class SAOConfig(_Section):
             raise ValueError("rollout.group_size: group advantages need group_size >= 2")
         if self.train.learner_ranks > 1:
             _check_learner_ranks(self.train)
+        window = self.train.drift_window
+        if window is not None and 2 * window > self.train.steps:
+            raise ValueError(
+                f"train.drift_window: two windows of {window} steps must fit in train.steps "
+                f"({self.train.steps}); lower it or leave it unset"
+            )
         if self.train.batch_size % self.rollout.group_size:
             raise ValueError(
                 f"train.batch_size: must be a multiple of rollout.group_size "

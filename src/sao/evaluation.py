@@ -34,12 +34,17 @@ def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, f
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def _mean_and_half_width(values: Sequence[float]) -> tuple[float, float]:
-    """Mean of `values` and the half-width of its normal 95% interval (sample variance)."""
+def _mean_and_sd(values: Sequence[float]) -> tuple[float, float]:
+    """Mean of `values` and their sample SD (n - 1 in the denominator; 0 for one value)."""
     n = len(values)
     mean = sum(values) / n
-    variance = sum((x - mean) ** 2 for x in values) / max(1, n - 1)
-    return mean, 1.96 * math.sqrt(variance / n)
+    return mean, math.sqrt(sum((x - mean) ** 2 for x in values) / max(1, n - 1))
+
+
+def _mean_and_half_width(values: Sequence[float]) -> tuple[float, float]:
+    """Mean of `values` and the half-width of its normal 95% interval (sample variance)."""
+    mean, sd = _mean_and_sd(values)
+    return mean, 1.96 * sd / math.sqrt(len(values))
 
 
 def _accuracy_interval(
@@ -56,8 +61,8 @@ def _accuracy_interval(
 def paired_difference(scores: Sequence[float], baseline: Sequence[float]) -> dict[str, Any]:
     """Mean of `scores[i] - baseline[i]` over paired tasks, with a normal 95% interval.
 
-    Returns `difference`, `difference_ci95`, `n`, and how many tasks each side scored higher on
-    (`better`, `worse`); ties are the rest.
+    Returns `difference`, `difference_ci95`, `sd` (sample SD of the per-task differences), `n`,
+    and how many tasks each side scored higher on (`better`, `worse`); ties are the rest.
 
     Raises:
         ValueError: if the two lists differ in length or are empty.
@@ -68,14 +73,70 @@ def paired_difference(scores: Sequence[float], baseline: Sequence[float]) -> dic
             f"got {len(scores)} and {len(baseline)}"
         )
     diffs = [a - b for a, b in zip(scores, baseline, strict=True)]
-    mean, half = _mean_and_half_width(diffs)
+    mean, sd = _mean_and_sd(diffs)
+    half = 1.96 * sd / math.sqrt(len(diffs))
     return {
         "difference": mean,
         "difference_ci95": [mean - half, mean + half],
+        "sd": sd,
         "n": len(diffs),
         "better": sum(d > 0 for d in diffs),
         "worse": sum(d < 0 for d in diffs),
     }
+
+
+def tasks_to_resolve(sd: float, effect: float, z: float = 1.96) -> int:
+    """Held-out tasks a paired eval needs for its 95% half-width `z * sd / sqrt(n)` to be at most
+    `effect`: the smallest n >= 1 with n >= (z * sd / effect)^2.
+
+    `sd` is the per-task paired SD observed so far, taken as the truth: a true gain of exactly
+    `effect` then clears zero in about half of such evals (80% power needs about 2x the tasks).
+
+    Raises:
+        ValueError: if `effect` is not positive or `sd` is negative or not finite.
+    """
+    if not effect > 0.0:
+        raise ValueError(f"tasks_to_resolve: effect must be > 0, got {effect}")
+    if not (math.isfinite(sd) and sd >= 0.0):
+        raise ValueError(f"tasks_to_resolve: sd must be finite and >= 0, got {sd}")
+    needed = (z * sd / effect) ** 2
+    # (z sd / effect)^2 can land a rounding error above an integer it equals.
+    return max(1, math.ceil(needed - 1e-9))
+
+
+def eval_resolution(paired: dict[str, Any], effect: float) -> dict[str, Any]:
+    """Whether a paired eval (`paired_difference`'s result) can resolve a gain of `effect`.
+
+    Returns `effect`, `half_width` (of the 95% interval), `sd`, `n`, `resolves` (half-width at
+    most `effect`) and `eval_n_needed` (`tasks_to_resolve` at the observed SD).
+    """
+    low, high = paired["difference_ci95"]
+    half = (high - low) / 2
+    return {
+        "effect": effect,
+        "half_width": half,
+        "sd": paired["sd"],
+        "n": paired["n"],
+        "resolves": half <= effect,
+        "eval_n_needed": tasks_to_resolve(paired["sd"], effect),
+    }
+
+
+def resolution_line(gain: dict[str, Any], resolution: dict[str, Any]) -> str:
+    """One line on a paired held-out gain: its half-width, and when it is wider than the effect
+    of interest, that the eval cannot resolve such a gain and how many tasks would."""
+    head = (
+        f"held-out gain {gain['difference']:+.3f} +- {resolution['half_width']:.3f} (paired 95% "
+        f"interval, n={resolution['n']} tasks)"
+    )
+    effect = resolution["effect"]
+    if resolution["resolves"]:
+        return f"{head}: resolves a gain of {effect:g}"
+    return (
+        f"{head}: this eval cannot resolve a gain of {effect:g}; about "
+        f"{resolution['eval_n_needed']} held-out tasks would (train.eval_n, from the paired SD "
+        f"{resolution['sd']:.3f})"
+    )
 
 
 _EVAL_MAX_BATCH = 64

@@ -8,11 +8,14 @@ import pytest
 import torch
 
 from sao.config import load_config
+from sao.evaluation import resolution_line, tasks_to_resolve
 from sao.learner.step import Learner
 from sao.models.policy import build_tiny_policy, load_policy
 from sao.models.tokenizer import build_tokenizer
+from sao.runtime.drift import StepShares, ending_shares, step_shares
 from sao.runtime.local_backend import LocalBackend
-from sao.runtime.run_dir import read_trajectories
+from sao.runtime.report import closing_line
+from sao.runtime.run_dir import read_metrics, read_trajectories
 from sao.runtime.train import train
 from small_run import SMALL_RUN, small_config
 
@@ -110,7 +113,32 @@ def test_train_writes_the_run_directory_and_resumes_without_loss(tiny_policy_dir
     assert gain["n"] == summary["eval_n"]
     expected = summary["final_accuracy"] - summary["initial_accuracy"]
     assert abs(gain["difference"] - expected) < 1e-9
+    # The eval's resolution of train.eval_effect (default 0.10), from that paired gain.
+    resolution = summary["eval_resolution"]
+    low, high = gain["difference_ci95"]
+    assert resolution["half_width"] == pytest.approx((high - low) / 2)
+    assert resolution["effect"] == 0.10 and resolution["n"] == summary["eval_n"]
+    assert resolution["resolves"] == (resolution["half_width"] <= 0.10)
+    assert resolution["eval_n_needed"] == tasks_to_resolve(gain["sd"], 0.10)
+    assert closing_line(summary) == f"sao train: {resolution_line(gain, resolution)}"
     completed_first = read_trajectories(run_dir)
+    # Each step row carries how its trained batch ended, counted again from the trajectory log.
+    book = json.loads((run_dir / "checkpoints" / "step_2" / "record.json").read_text())
+    by_index = {t.metadata["index"]: t for t in completed_first}
+    rows = [r for r in read_metrics(run_dir) if r["step"] > 0]
+    for row, start in zip(rows, (0, 4), strict=True):
+        batch = [by_index[i].metadata for i in book["trained_indices"][start : start + 4]]
+        assert step_shares(row) == StepShares(row["step"], 4, ending_shares(batch))
+        assert row["rollout/end_answer"] + row["rollout/end_no_answer"] == 1.0
+    # Two steps make windows of one step each: step 1 against step 2.
+    drift = summary["drift"]
+    assert drift["window_steps"] == 1 and drift["first_steps"] == [1, 1]
+    assert drift["last_steps"] == [2, 2] and drift["warn_rise"] == 0.10
+    p1, p2 = rows[0]["rollout/end_no_answer"], rows[1]["rollout/end_no_answer"]
+    assert drift["first"]["no_answer"] == p1 and drift["last"]["no_answer"] == p2
+    noise = 2 * (p1 * (1 - p1) / 4 + p2 * (1 - p2) / 4) ** 0.5
+    assert drift["noise"] == pytest.approx(noise)
+    assert drift["warned"] == (p2 - p1 > max(0.10, noise)) == drift["drifted_at_end"]
 
     # Continue to step 4, as after a kill: what completed but was not trained goes first.
     resumed = train(

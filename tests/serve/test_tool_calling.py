@@ -241,3 +241,24 @@ def test_tool_plans_follow_openai_defaults():
     assert plan(tools=[CALCULATOR]).mode == "auto"
     assert plan(tools=[CALCULATOR], tool_choice="none").mode == "off"
     assert plan(tools=[CALCULATOR], tool_choice="required").forced_text == "<tool>"
+
+
+def test_a_sampled_stream_with_tools_delivers_exactly_the_stored_reply(policy_dir, tmp_path):
+    """The real engine, token by token: whatever it samples, the streamed content (and calls)
+    joined are the message the server stored as its reply."""
+    service = make_service(policy_dir, tmp_path / "s.db", extra=["train.batch_size=64"])
+    with running_server(service) as url:
+        client = _client(url)
+        for _ in range(3):
+            chunks = list(
+                client.chat.completions.create(
+                    model="tiny-policy", messages=user(), tools=[CALCULATOR], stream=True
+                )
+            )
+            deltas = [c.choices[0].delta for c in chunks if c.choices]
+            content = "".join(d.content or "" for d in deltas)
+            names = [t.function.name for d in deltas for t in d.tool_calls or () if t.id]
+            stored = service.store.completion(chunks[0].id)
+            assert stored.message["content"] == (content or (None if names else ""))
+            assert names == [c["function"]["name"] for c in stored.message.get("tool_calls", [])]
+            assert stored.finish_reason == [c.choices[0].finish_reason for c in chunks][-1]

@@ -5,7 +5,13 @@ import random
 
 import pytest
 
-from sao.evaluation import paired_difference, wilson_interval
+from sao.evaluation import (
+    eval_resolution,
+    paired_difference,
+    resolution_line,
+    tasks_to_resolve,
+    wilson_interval,
+)
 
 
 def test_paired_difference_by_hand():
@@ -14,6 +20,7 @@ def test_paired_difference_by_hand():
     # Differences 1, 0, 0, 1: sample sd sqrt(1/3), so the half-width is 1.96 * sqrt(1/3 / 4).
     half = 1.96 * math.sqrt(1 / 12)
     assert result["difference_ci95"] == pytest.approx([0.5 - half, 0.5 + half])
+    assert result["sd"] == pytest.approx(math.sqrt(1 / 3))
     assert (result["n"], result["better"], result["worse"]) == (4, 2, 0)
 
 
@@ -40,3 +47,42 @@ def test_wilson_interval_stays_inside_zero_one_and_covers_the_estimate():
     low, high = wilson_interval(41, 200)
     assert low < 41 / 200 < high
     assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_tasks_to_resolve_by_hand():
+    # (1.96 * 0.5 / 0.1)^2 = 96.04 -> 97 tasks; (1.96 * 0.5 / 0.098)^2 = 100 exactly -> 100.
+    assert tasks_to_resolve(0.5, 0.10) == 97
+    assert tasks_to_resolve(0.5, 0.098) == 100
+    # code_repair's in-run eval (docs/results.md): paired SD 0.51, +0.10 at +-0.06.
+    assert tasks_to_resolve(0.51, 0.06) == 278  # (1.96 * 0.51 / 0.06)^2 = 277.6
+    assert tasks_to_resolve(0.0, 0.10) == 1
+    # At the returned n the half-width is within the effect, one task fewer it is not.
+    n = tasks_to_resolve(0.37, 0.05)
+    assert 1.96 * 0.37 / math.sqrt(n) <= 0.05 < 1.96 * 0.37 / math.sqrt(n - 1)
+
+
+@pytest.mark.parametrize(("sd", "effect"), [(0.5, 0.0), (0.5, -0.1), (-0.1, 0.1), (math.nan, 0.1)])
+def test_tasks_to_resolve_refuses_what_has_no_answer(sd, effect):
+    with pytest.raises(ValueError, match="tasks_to_resolve"):
+        tasks_to_resolve(sd, effect)
+
+
+def test_an_eval_too_small_for_the_effect_says_so_and_names_the_tasks_that_would_do():
+    # 100 tasks, 13 better and 12 worse by a whole point: SD about 0.5, half-width about 0.098.
+    final = [1.0] * 13 + [0.0] * 12 + [0.0] * 75
+    initial = [0.0] * 13 + [1.0] * 12 + [0.0] * 75
+    gain = paired_difference(final, initial)
+    sd = math.sqrt((25 - 100 * 0.01**2) / 99)
+    assert gain["sd"] == pytest.approx(sd)
+    small = eval_resolution(gain, 0.05)
+    assert small["half_width"] == pytest.approx(1.96 * sd / 10)
+    assert not small["resolves"]
+    assert small["eval_n_needed"] == math.ceil((1.96 * sd / 0.05) ** 2)  # 389
+    line = resolution_line(gain, small)
+    assert line == (
+        f"held-out gain +0.010 +- {1.96 * sd / 10:.3f} (paired 95% interval, n=100 tasks): "
+        f"this eval cannot resolve a gain of 0.05; about {small['eval_n_needed']} held-out "
+        f"tasks would (train.eval_n, from the paired SD {sd:.3f})"
+    )
+    large = eval_resolution(gain, 0.10)
+    assert large["resolves"] and resolution_line(gain, large).endswith("resolves a gain of 0.1")

@@ -121,11 +121,71 @@ def test_report_json_holds_each_claim_with_its_numbers_and_verdict(tmp_path, cap
     assert accuracy["differences"] == pytest.approx([0.10, 0.10, 0.10])
     # Identical paired differences: a zero-width interval above 0 on both metrics.
     assert claim_c["verdict"] == "reproduced"
+    # Zero spread: the rule would decide both claims at the smallest study, 2 seeds.
+    assert (claim_c["seeds_needed"], claim_c["verdict_at_seeds_needed"]) == (2, "reproduced")
+    assert accuracy["sd"] == pytest.approx(0.0, abs=1e-12)
+    assert report["commits"] == json.loads((tmp_path / "study.json").read_text())["commits"]
     markdown = (tmp_path / "report.md").read_text()
+    # The report opens with its summary table, paper's figure and seeds needed included.
+    assert markdown.splitlines()[2].startswith("| claim | paper")
+    row_c = next(line for line in markdown.splitlines() if line.startswith("| (c) "))
+    assert CLAIMS["c"].paper in row_c and "2 (then reproduced)" in row_c
+    assert "final_accuracy sao - sao_k1: +0.100 [+0.100, +0.100]" in row_c
+    assert markdown.index("| claim | paper") < markdown.index("Verdict rule")
     assert markdown.index("Verdict rule") < markdown.index("| seed |")
     assert (tmp_path / "plots" / "claim_a.png").stat().st_size > 0
     assert (tmp_path / "plots" / "claim_c.png").stat().st_size > 0
-    assert "(c) reproduced" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "(c) reproduced" in out and "seeds needed at the observed effects: 2" in out
+
+
+def test_a_study_records_the_commits_its_runs_were_made_at(tmp_path):
+    from sao.reproduce.command import check_study, record_commit
+
+    check_study(tmp_path, "quick")
+    assert record_commit(tmp_path, "abc1234") == ["abc1234"]
+    assert record_commit(tmp_path, "abc1234") == ["abc1234"]
+    assert record_commit(tmp_path, None) == ["abc1234"]
+    assert record_commit(tmp_path, "def5678") == ["abc1234", "def5678"]
+    study = json.loads((tmp_path / "study.json").read_text())
+    assert study == {"budget": "quick", "commits": ["abc1234", "def5678"]}
+
+
+def test_refresh_rejudges_a_report_from_its_stored_values(tmp_path, capsys):
+    from sao.reproduce.refresh import main as refresh_main
+
+    stub = StubRuns()
+    run_reproduce_command(["c"], 3, "quick", tmp_path, stub.run, stub.warm_start, progress=False)
+    path = tmp_path / "report.json"
+    report = json.loads(path.read_text())
+    # An older report: no power analysis, no paper figure; and sao_k1 now wins on seed 2.
+    claim = report["claims"][0]
+    for key in ("seeds_needed", "verdict_at_seeds_needed", "paper"):
+        del claim[key]
+    claim["comparisons"][1]["right_values"][2] = 0.80
+    report["provenance"] = "Runs made by hand."
+    path.write_text(json.dumps(report))
+    capsys.readouterr()
+
+    assert refresh_main([str(path)]) == 0
+    refreshed = json.loads(path.read_text())["claims"][0]
+    accuracy = refreshed["comparisons"][1]
+    assert accuracy["differences"] == pytest.approx([0.10, 0.10, -0.18])
+    assert accuracy["verdict"] == "inconclusive" and refreshed["verdict"] == "inconclusive"
+    assert refreshed["paper"] == CLAIMS["c"].paper
+    assert refreshed["seeds_needed"] == accuracy["seeds_needed"]
+    assert "(c) inconclusive; seeds needed" in capsys.readouterr().out
+    assert "Runs made by hand." in (tmp_path / "report.md").read_text()
+
+
+def test_refresh_refuses_a_file_that_is_not_a_report_in_one_line(tmp_path, capsys):
+    from sao.reproduce.refresh import main as refresh_main
+
+    path = tmp_path / "report.json"
+    path.write_text("{}")
+    assert refresh_main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing field 'claims'" in err
 
 
 def test_a_missing_metric_is_named_and_leaves_the_claim_inconclusive(tmp_path):
@@ -199,7 +259,9 @@ def test_report_only_runs_nothing_and_judges_no_claim_from_part_of_its_runs(tmp_
     # Claim (a) shares calc_sao with (c): 2 of its 6 runs exist, so it is shown, not judged.
     assert claims["a"]["verdict"] == "not run"
     assert (claims["a"]["runs_finished"], claims["a"]["runs_planned"]) == (2, 6)
-    assert "| (a) |" in (tmp_path / "report.md").read_text()
+    assert (
+        "| (a) SAO > GRPO+DIS > GRPO on held-out accuracy |" in (tmp_path / "report.md").read_text()
+    )
     assert "4 not run (--report-only)" in capsys.readouterr().out
 
 

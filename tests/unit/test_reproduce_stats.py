@@ -8,8 +8,13 @@ from sao.reproduce.stats import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     REPRODUCED,
+    ComparisonSpread,
+    SeedsNeeded,
+    claim_seeds_needed,
     conjunction,
     mean_t_interval,
+    projected_interval,
+    sample_sd,
     t_quantile_975,
     verdict,
 )
@@ -65,3 +70,62 @@ def test_a_chain_is_the_conjunction_of_its_comparisons():
     assert conjunction([REPRODUCED, INCONCLUSIVE]) == INCONCLUSIVE
     assert conjunction([INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED]) == NOT_REPRODUCED
     assert conjunction([]) == INCONCLUSIVE
+
+
+def _needed(differences, relation="greater", margin=0.0):
+    return claim_seeds_needed([ComparisonSpread(differences, relation, margin)])
+
+
+def test_seeds_needed_by_hand_with_the_t_quantile_of_each_n():
+    # Mean 2, sample sd 1: the half-width t_{0.975,n-1} / sqrt(n) must fall below 2.
+    # n=2: 12.706/1.414 = 8.98; n=3: 4.303/1.732 = 2.48; n=4: 3.182/2 = 1.59 < 2.
+    assert _needed([1.0, 2.0, 3.0]) == SeedsNeeded(4, REPRODUCED)
+    assert _needed([-1.0, -2.0, -3.0], "less") == SeedsNeeded(4, REPRODUCED)
+
+
+def test_seeds_needed_beyond_the_t_table_uses_the_normal_quantile():
+    # Mean 0.1, sd 0.5: 1.96 * 0.5 / sqrt(n) < 0.1 needs sqrt(n) > 9.8, n > 96.04: 97
+    # (n = 96 gives 0.10002; below 31 seeds t is larger still).
+    assert sample_sd([-0.4, 0.1, 0.6]) == pytest.approx(0.5)
+    assert _needed([-0.4, 0.1, 0.6]) == SeedsNeeded(97, REPRODUCED)
+    assert projected_interval(0.1, 0.5, 96).low < 0.0 < projected_interval(0.1, 0.5, 97).low
+    # The same spread on the wrong side of 0: the seeds that would refute the claim.
+    assert _needed([-0.6, -0.1, 0.4]) == SeedsNeeded(97, NOT_REPRODUCED)
+
+
+def test_seeds_needed_of_a_no_loss_comparison_is_measured_from_the_margin():
+    # Mean 0, sd 0.05, margin 0.02: t_{0.975,n-1} * 0.05 / sqrt(n) < 0.02.
+    # n=26: 2.060 * 0.05 / 5.099 = 0.0202; n=27: 2.056 * 0.05 / 5.196 = 0.0198.
+    assert _needed([-0.05, 0.0, 0.05], "not_less", 0.02) == SeedsNeeded(27, REPRODUCED)
+
+
+def test_seeds_needed_of_the_full_studys_claim_f_matches_its_verdict_at_three_seeds():
+    # sao - sao_step_mean per seed (docs/reproduce/report.json): reproduced at 3, not at 2.
+    assert _needed([0.025, 0.05, 0.055]) == SeedsNeeded(3, REPRODUCED)
+
+
+def test_a_claims_seeds_needed_is_its_conjunction_over_seeds():
+    fast, slow_for, slow_against = [1.0, 2.0, 3.0], [-0.4, 0.1, 0.6], [-0.6, -0.1, 0.4]
+    both_hold = [ComparisonSpread(fast, "greater"), ComparisonSpread(slow_for, "greater")]
+    assert claim_seeds_needed(both_hold) == SeedsNeeded(97, REPRODUCED)
+    # One comparison refuted refutes the claim, as soon as it is: here at 4 seeds.
+    refuted_early = [ComparisonSpread(slow_for, "greater"), ComparisonSpread(fast, "less")]
+    assert claim_seeds_needed(refuted_early) == SeedsNeeded(4, NOT_REPRODUCED)
+    held_then_refuted = [
+        ComparisonSpread(fast, "greater"),
+        ComparisonSpread(slow_against, "greater"),
+    ]
+    assert claim_seeds_needed(held_then_refuted) == SeedsNeeded(97, NOT_REPRODUCED)
+
+
+@pytest.mark.parametrize("differences", [[-1.0, 0.0, 1.0], [0.5], [], [0.1, math.nan, 0.2]])
+def test_no_seeds_decide_a_mean_at_the_threshold_or_without_a_spread(differences):
+    assert _needed(differences) == SeedsNeeded(None, INCONCLUSIVE)
+
+
+def test_the_search_stops_at_its_limit():
+    # Mean 0.01, sd 1: about (1.96 / 0.01)^2 = 38,416 seeds, past a limit of 1,000.
+    assert claim_seeds_needed(
+        [ComparisonSpread([-0.99, 0.01, 1.01], "greater")], max_seeds=1000
+    ) == SeedsNeeded(None, INCONCLUSIVE)
+    assert _needed([-0.99, 0.01, 1.01]) == SeedsNeeded(None, INCONCLUSIVE)

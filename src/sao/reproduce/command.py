@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from sao.config import ConfigError
@@ -19,7 +20,8 @@ from sao.reproduce.runs import (
 )
 
 STUDY_FILE = "study.json"
-"""`OUT/study.json` records the budget, so a study is never continued at another size."""
+"""`OUT/study.json` records the budget, so a study is never continued at another size, and
+`commits`: the commits of `sao` its runs were made at (each time some of them ran)."""
 
 
 def parse_claims(text: str) -> list[str]:
@@ -50,6 +52,38 @@ def check_study(out: Path, budget: str) -> None:
     path.write_text(json.dumps({"budget": budget}) + "\n")
 
 
+def source_commit() -> str | None:
+    """The short commit of the `sao` checkout being run, or None outside a git checkout."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def record_commit(out: Path, commit: str | None) -> list[str]:
+    """Add `commit` to the study's `commits` (once); returns them all."""
+    path = out / STUDY_FILE
+    study = json.loads(path.read_text())
+    commits = list(study.get("commits", []))
+    if commit is not None and commit not in commits:
+        commits.append(commit)
+        path.write_text(json.dumps({**study, "commits": commits}) + "\n")
+    return commits
+
+
+def study_commits(out: Path) -> list[str]:
+    """The commits recorded for the study in `out` (none for a study begun before they were)."""
+    return list(json.loads((out / STUDY_FILE).read_text()).get("commits", []))
+
+
 def run_reproduce_command(
     claim_ids: list[str],
     seeds: int,
@@ -75,10 +109,13 @@ def run_reproduce_command(
         counts = {"finished": sum(run_state(r.run_dir) == "finished" for r in runs)}
         counts["interrupted"], counts["new"] = 0, len(runs) - counts["finished"]
     else:
+        if any(run_state(r.run_dir) != "finished" for r in runs):
+            record_commit(out, source_commit())
         counts = execute(runs, BUDGETS[budget], run_fn, warm_start_fn, progress=progress)
-    from sao.reproduce.report import build_report, write_report  # matplotlib only when needed
+    # Imported here so that matplotlib loads only when a report is written.
+    from sao.reproduce.report import build_report, seeds_needed_text, write_report
 
-    report = build_report(claims, seeds, budget, out)
+    report = build_report(claims, seeds, budget, out, study_commits(out))
     write_report(report, out)
     if report_only:
         summary = f"{counts['finished']} finished, {counts['new']} not run (--report-only)"
@@ -89,5 +126,8 @@ def run_reproduce_command(
         )
     print(f"sao reproduce: {len(runs)} runs ({summary}); report in {out / 'report.md'}")
     for claim in report["claims"]:
-        print(f"  ({claim['id']}) {claim['verdict']}: {claim['statement']}")
+        print(
+            f"  ({claim['id']}) {claim['verdict']}: {claim['statement']}; seeds needed at the "
+            f"observed effects: {seeds_needed_text(claim)}"
+        )
     return 0

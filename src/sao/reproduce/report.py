@@ -1,10 +1,13 @@
 """Judge each claim from its runs' numbers and write `report.json`, `report.md` and the plots.
 
-`report.json` holds `claims`: one entry per claim with `id`, `statement`, `verdict`, `seeds`
-(how many seeds every comparison of the claim could use), and `comparisons`, each with the
-per-seed values of every arm it reads (`arm_values`), of each side, the per-seed differences,
-`mean_difference`, `ci95` and its own `verdict`. Values a run lacks are `null` and named in
-`missing`.
+`report.json` holds `commits` (the commits the study's runs were made at), `power_method`, and
+`claims`: one entry per claim with `id`, `statement`, `paper` (what the paper reports),
+`verdict`, `seeds` (how many seeds every comparison of the claim could use), `seeds_needed` and
+`verdict_at_seeds_needed` (the power analysis, `sao.reproduce.stats.claim_seeds_needed`), and
+`comparisons`, each with the per-seed values of every arm it reads (`arm_values`), of each side,
+the per-seed differences, `mean_difference`, `sd` (their sample SD), `ci95`, its own `verdict`
+and its own `seeds_needed` / `verdict_at_seeds_needed`. Values a run lacks are `null` and named
+in `missing`.
 """
 
 from __future__ import annotations
@@ -14,10 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from sao.durable import atomic_write_json, atomic_write_text
-from sao.reproduce.claims import Claim, Comparison, Side
+from sao.reproduce.claims import CLAIMS, Claim, Comparison, Side
 from sao.reproduce.readers import MissingMetric
 from sao.reproduce.runs import run_dir_for, run_state
-from sao.reproduce.stats import RULE, conjunction, mean_t_interval, verdict
+from sao.reproduce.stats import (
+    MAX_SEEDS_SEARCHED,
+    POWER_METHOD,
+    RULE,
+    ComparisonSpread,
+    Relation,
+    claim_seeds_needed,
+    conjunction,
+    mean_t_interval,
+    sample_sd,
+    verdict,
+)
 
 _SIGN = {"greater": ">", "less": "<", "not_less": ">="}
 
@@ -57,12 +71,6 @@ def judge_comparison(comparison: Comparison, seeds: int, out: Path) -> dict[str,
             arm_values[arm.key] = values
     left = _side_values(comparison.left, arm_values, seeds)
     right = _side_values(comparison.right, arm_values, seeds)
-    paired = [
-        (seed, a - b)
-        for seed, (a, b) in enumerate(zip(left, right, strict=True))
-        if a is not None and b is not None
-    ]
-    interval = mean_t_interval([d for _, d in paired])
     return {
         "description": comparison.describe(),
         "metric": comparison.metric.name,
@@ -74,12 +82,33 @@ def judge_comparison(comparison: Comparison, seeds: int, out: Path) -> dict[str,
         "arm_values": arm_values,
         "left_values": left,
         "right_values": right,
-        "seeds_used": [seed for seed, _ in paired],
-        "differences": [d for _, d in paired],
-        "mean_difference": _finite(interval.mean),
-        "ci95": [_finite(interval.low), _finite(interval.high)],
-        "verdict": verdict(interval, comparison.relation, comparison.margin),
+        **judge_sides(left, right, comparison.relation, comparison.margin),
         "missing": missing,
+    }
+
+
+def judge_sides(
+    left: list[float | None], right: list[float | None], relation: Relation, margin: float
+) -> dict[str, Any]:
+    """The judged part of a comparison from its per-seed side values (None: missing): seeds
+    used, differences, their mean, SD and 95% interval, the verdict, and the seeds needed."""
+    paired = [
+        (seed, a - b)
+        for seed, (a, b) in enumerate(zip(left, right, strict=True))
+        if a is not None and b is not None
+    ]
+    differences = [d for _, d in paired]
+    interval = mean_t_interval(differences)
+    needed = claim_seeds_needed([ComparisonSpread(differences, relation, margin)])
+    return {
+        "seeds_used": [seed for seed, _ in paired],
+        "differences": differences,
+        "mean_difference": _finite(interval.mean),
+        "sd": _finite(sample_sd(differences)) if len(differences) >= 2 else None,
+        "ci95": [_finite(interval.low), _finite(interval.high)],
+        "verdict": verdict(interval, relation, margin),
+        "seeds_needed": needed.seeds,
+        "verdict_at_seeds_needed": needed.verdict,
     }
 
 
@@ -92,14 +121,12 @@ def judge_claim(claim: Claim, seeds: int, out: Path) -> dict[str, Any]:
     comparisons = [judge_comparison(c, seeds, out) for c in claim.comparisons]
     planned = [(arm, seed) for seed in range(seeds) for arm in claim.arms]
     finished = sum(run_state(run_dir_for(out, arm, seed)) == "finished" for arm, seed in planned)
-    complete = finished == len(planned)
-    return {
+    entry = {
         "id": claim.id,
         "statement": claim.statement,
-        "verdict": conjunction([c["verdict"] for c in comparisons]) if complete else NOT_RUN,
+        "paper": claim.paper,
         "runs_finished": finished,
         "runs_planned": len(planned),
-        "seeds": min(len(c["seeds_used"]) for c in comparisons),
         "arms": [
             {"key": a.key, "env": a.env, "preset": a.preset, "overrides": list(a.overrides)}
             for a in claim.arms
@@ -107,15 +134,58 @@ def judge_claim(claim: Claim, seeds: int, out: Path) -> dict[str, Any]:
         "notes": claim.notes,
         "comparisons": comparisons,
     }
+    return {**entry, **_claim_judgement(entry)}
 
 
-def build_report(claims: list[Claim], seeds: int, budget: str, out: Path) -> dict[str, Any]:
-    """The whole report as a JSON-ready dict."""
+def _claim_judgement(claim: dict[str, Any]) -> dict[str, Any]:
+    """A claim's verdict, seeds and power analysis from its judged comparisons."""
+    comparisons = claim["comparisons"]
+    needed = claim_seeds_needed(
+        [ComparisonSpread(c["differences"], c["relation"], c["margin"]) for c in comparisons]
+    )
+    complete = claim["runs_finished"] == claim["runs_planned"]
+    return {
+        "verdict": conjunction([c["verdict"] for c in comparisons]) if complete else NOT_RUN,
+        "seeds": min(len(c["seeds_used"]) for c in comparisons),
+        "seeds_needed": needed.seeds,
+        "verdict_at_seeds_needed": needed.verdict,
+    }
+
+
+def build_report(
+    claims: list[Claim], seeds: int, budget: str, out: Path, commits: list[str] | None = None
+) -> dict[str, Any]:
+    """The whole report as a JSON-ready dict; `commits`: those the runs were made at."""
     return {
         "budget": budget,
         "seeds_requested": seeds,
+        "commits": commits or [],
         "rule": RULE,
+        "power_method": POWER_METHOD,
         "claims": [judge_claim(claim, seeds, out) for claim in claims],
+    }
+
+
+def rejudge(report: dict[str, Any]) -> dict[str, Any]:
+    """`report` judged again by the current rule and power analysis from the per-seed values it
+    stores (each comparison's `left_values` and `right_values`), with each claim's `paper` from
+    the current claim table: a report whose run directories are gone can still be refreshed."""
+    claims = []
+    for claim in report["claims"]:
+        comparisons = [
+            {**c, **judge_sides(c["left_values"], c["right_values"], c["relation"], c["margin"])}
+            for c in claim["comparisons"]
+        ]
+        known = CLAIMS.get(claim["id"])
+        entry = {**claim, "comparisons": comparisons}
+        entry["paper"] = known.paper if known is not None else claim.get("paper", "")
+        claims.append({**entry, **_claim_judgement(entry)})
+    return {
+        **report,
+        "commits": report.get("commits", []),
+        "rule": RULE,
+        "power_method": POWER_METHOD,
+        "claims": claims,
     }
 
 
@@ -127,6 +197,11 @@ def write_report(report: dict[str, Any], out: Path) -> None:
     plot_dir.mkdir(parents=True, exist_ok=True)
     for claim in report["claims"]:
         plot_claim(claim, plot_dir / f"claim_{claim['id']}.png")
+    write_text_report(report, out)
+
+
+def write_text_report(report: dict[str, Any], out: Path) -> None:
+    """`report.json` and `report.md` under `out` (the plots are left as they are)."""
     atomic_write_json(out / "report.json", report)
     atomic_write_text(out / "report.md", render_markdown(report))
 
@@ -139,26 +214,73 @@ def _plain(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-def render_markdown(report: dict[str, Any]) -> str:
-    """The report for people: the rule first, then each claim's numbers and verdict."""
+def seeds_needed_text(item: dict[str, Any]) -> str:
+    """A claim's or comparison's power analysis in words, e.g. `29 (then not reproduced)`."""
+    needed = item.get("seeds_needed")
+    if needed is not None:
+        return f"{needed} (then {item['verdict_at_seeds_needed']})"
+    comparisons = item.get("comparisons", [item])
+    if any(len(c["differences"]) < 2 for c in comparisons):
+        return "n/a (fewer than 2 seeds)"
+    return f"more than {MAX_SEEDS_SEARCHED:,}"
+
+
+def _ours(claim: dict[str, Any]) -> str:
+    """Each comparison's mean difference and interval, arms named by preset (env dropped)."""
+    names = {a["key"]: a["key"].removeprefix(a["env"] + "_") for a in claim["arms"]}
+
+    def short(text: str) -> str:
+        for key in sorted(names, key=len, reverse=True):
+            text = text.replace(key, names[key])
+        return text
+
+    parts = []
+    for comp in claim["comparisons"]:
+        low, high = comp["ci95"]
+        mean = comp["mean_difference"]
+        interval = (
+            f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+            if None not in (mean, low, high)
+            else "no interval"
+        )
+        parts.append(f"{comp['metric']} {short(comp['left'])} - {short(comp['right'])}: {interval}")
+    return "; ".join(parts)
+
+
+def summary_table(report: dict[str, Any]) -> list[str]:
+    """The table a report opens with: per claim the paper's figure, ours, verdict and seeds."""
+    commits = ", ".join(f"`{c}`" for c in report.get("commits", [])) or "not recorded"
     lines = [
-        "# `sao reproduce` report",
-        "",
-        f"Budget `{report['budget']}`, {report['seeds_requested']} seed(s) per arm.",
+        "| claim | paper (AIME25 / BeyondAIME pass@1) | ours: mean difference [95% interval] "
+        "| verdict | seeds | seeds needed | runs at |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| ({c['id']}) {c['statement']} | {c.get('paper', '')} | {_ours(c)} | **{c['verdict']}** "
+        f"| {c['seeds']} | {seeds_needed_text(c)} | {commits} |"
+        for c in report["claims"]
+    ]
+    return lines
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    """The report for people: one summary table, the rule and the power analysis's method, then
+    each claim's numbers and verdict."""
+    lines = ["# `sao reproduce` report", "", *summary_table(report), ""]
+    if report.get("provenance"):
+        lines += [report["provenance"], ""]
+    lines += [
+        f"Budget `{report['budget']}`, {report['seeds_requested']} seed(s) per arm. Ours are "
+        "differences left - right of the comparisons below (accuracies as fractions, not "
+        "points); the paper's numbers are SAO_SPEC section 7.",
         "",
         "## Verdict rule (fixed before the numbers)",
         "",
         report["rule"],
         "",
-        "## Verdicts",
+        "## Seeds needed (power analysis)",
         "",
-        "| claim | statement | seeds | runs finished | verdict |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| ({c['id']}) | {c['statement']} | {c['seeds']} | "
-        f"{c['runs_finished']} of {c['runs_planned']} | **{c['verdict']}** |"
-        for c in report["claims"]
+        report.get("power_method", POWER_METHOD),
     ]
     for claim in report["claims"]:
         lines += ["", f"## ({claim['id']}) {claim['statement']}", ""]
@@ -183,7 +305,9 @@ def render_markdown(report: dict[str, Any]) -> str:
             ]
         lines += [
             "",
-            f"Claim verdict: **{claim['verdict']}** over {claim['seeds']} seed(s).",
+            f"Claim verdict: **{claim['verdict']}** over {claim['seeds']} seed(s), "
+            f"{claim['runs_finished']} of {claim['runs_planned']} runs finished. Seeds needed "
+            f"at the observed effects: {seeds_needed_text(claim)}.",
             "",
             f"![claim {claim['id']}](plots/claim_{claim['id']}.png)",
         ]
@@ -209,7 +333,8 @@ def _comparison_lines(comp: dict[str, Any]) -> list[str]:
         "",
         f"Mean difference {_num(comp['mean_difference'])}, 95% t-interval "
         f"[{_num(low)}, {_num(high)}] over {len(comp['differences'])} seed(s): "
-        f"**{comp['verdict']}**.",
+        f"**{comp['verdict']}**. SD of the differences {_plain(comp.get('sd'))}; seeds needed "
+        f"for this comparison alone: {seeds_needed_text(comp)}.",
     ]
     if comp["missing"]:
         lines += ["", "Missing: " + "; ".join(comp["missing"]) + "."]

@@ -13,6 +13,10 @@ claimed direction:
 Fewer than 2 seeds, or a seed whose value is not finite, give no interval: `inconclusive`.
 A claim made of several comparisons is their conjunction: `reproduced` if every one is,
 `not reproduced` if any one is, else `inconclusive`.
+
+`claim_seeds_needed` is the power analysis of an undecided claim: how many seeds the rule would
+need to decide it if the per-seed differences kept the mean and sample SD observed so far (see
+`POWER_METHOD`).
 """
 
 from __future__ import annotations
@@ -51,6 +55,21 @@ two-sided 95% Student-t interval with n - 1 degrees of freedom (n = seeds).
 Fewer than 2 seeds, or a value that is missing or not finite, gives no interval: **inconclusive**.
 A claim made of several comparisons is their conjunction: **reproduced** if every comparison is,
 **not reproduced** if any one is, otherwise **inconclusive**."""
+
+
+POWER_METHOD = """\
+Seeds needed: the smallest number of seeds n at which the rule above would decide the claim if
+every comparison's differences kept the mean and sample standard deviation observed so far, i.e.
+the interval mean +- t_{0.975, n-1} * sd / sqrt(n) (the rule's own t quantile, so the search runs
+n = 2, 3, ... because t depends on n) first excludes 0 (or -m) for the conjunction of the
+comparisons; it names the verdict the rule would then give. This is a plug-in calculation, not a
+power guarantee: it treats the observed mean and SD as the true ones, so a fresh study of that
+size passes only about half the time (80% power needs roughly twice the seeds, by
+((1.96 + 0.84) / 1.96)^2), and an SD from 3 seeds is itself uncertain (its 95% range spans about
+0.5x to 6x). A mean on the wrong side of the threshold gives the seeds needed to refute; a mean
+exactly at it, or more seeds than the search allows, gives none."""
+
+MAX_SEEDS_SEARCHED = 10_000
 
 
 def t_quantile_975(df: int) -> float:
@@ -109,3 +128,66 @@ def conjunction(verdicts: Sequence[Verdict]) -> Verdict:
     if any(v == NOT_REPRODUCED for v in verdicts):
         return NOT_REPRODUCED
     return INCONCLUSIVE
+
+
+def sample_sd(differences: Sequence[float]) -> float:
+    """Sample standard deviation (n - 1 in the denominator); ValueError below 2 values."""
+    n = len(differences)
+    if n < 2:
+        raise ValueError(f"sample_sd: need at least 2 values, got {n}")
+    mean = sum(differences) / n
+    return math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1))
+
+
+def projected_interval(mean: float, sd: float, n: int) -> Interval:
+    """The rule's 95% t-interval of `n` seeds whose differences have this mean and sample SD."""
+    if n < 2:
+        raise ValueError(f"projected_interval: need n >= 2 seeds, got {n}")
+    half = t_quantile_975(n - 1) * sd / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, n)
+
+
+@dataclass(frozen=True)
+class ComparisonSpread:
+    """What the power analysis keeps of one comparison: its per-seed differences and claim."""
+
+    differences: Sequence[float]
+    relation: Relation
+    margin: float = 0.0
+
+
+@dataclass(frozen=True)
+class SeedsNeeded:
+    """The seeds the rule would need (`seeds`, None if none up to the search limit or no spread
+    to project from) and the verdict it would then give (`verdict`)."""
+
+    seeds: int | None
+    verdict: Verdict
+
+
+def claim_seeds_needed(
+    comparisons: Sequence[ComparisonSpread], max_seeds: int = MAX_SEEDS_SEARCHED
+) -> SeedsNeeded:
+    """Seeds needed to decide a claim made of `comparisons` at their observed means and SDs.
+
+    See `POWER_METHOD`. A comparison with fewer than 2 finite differences has no spread to
+    project from, and the claim gets `SeedsNeeded(None, "inconclusive")`.
+    """
+    observed: list[tuple[float, float, Relation, float]] = []
+    for comp in comparisons:
+        if len(comp.differences) < 2 or not all(math.isfinite(d) for d in comp.differences):
+            return SeedsNeeded(None, INCONCLUSIVE)
+        mean = sum(comp.differences) / len(comp.differences)
+        observed.append((mean, sample_sd(comp.differences), comp.relation, comp.margin))
+    if not observed:
+        return SeedsNeeded(None, INCONCLUSIVE)
+    for n in range(2, max_seeds + 1):
+        decided = conjunction(
+            [
+                verdict(projected_interval(mean, sd, n), relation, margin)
+                for mean, sd, relation, margin in observed
+            ]
+        )
+        if decided != INCONCLUSIVE:
+            return SeedsNeeded(n, decided)
+    return SeedsNeeded(None, INCONCLUSIVE)

@@ -63,6 +63,11 @@ def run_train_command(
 
     summary = train(config, run_dir, resume=bool(resume))
     print(strict_dumps(summary, indent=2))
+    from sao.runtime.report import closing_line
+
+    line = closing_line(summary)
+    if line is not None:
+        print(line)
     return 0
 
 

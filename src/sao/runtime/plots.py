@@ -1,5 +1,5 @@
 """PNG plots of a run's metrics (reward, accuracy, explained variance, DIS masks, PPO clipping,
-critic gradient norms, staleness)."""
+critic gradient norms, staleness, how episodes ended)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from sao.envs.registration import RunReport  # noqa: E402
+from sao.runtime.drift import METRIC_PREFIX, NO_ANSWER, STANDARD_ENDINGS  # noqa: E402
+
+PLOTTED_ENDINGS = (*STANDARD_ENDINGS, NO_ANSWER)
 
 PANELS: dict[str, tuple[str, list[str]]] = {
     "reward.png": ("training reward", ["rollout/reward_mean"]),
@@ -32,6 +35,7 @@ PANELS: dict[str, tuple[str, list[str]]] = {
         ["critic/grad_norm_shared", "critic/grad_norm_all"],
     ),
     "staleness.png": ("staleness (versions)", ["rollout/staleness_mean", "rollout/staleness_max"]),
+    "endings.png": ("share of trained episodes", [METRIC_PREFIX + e for e in PLOTTED_ENDINGS]),
 }
 
 

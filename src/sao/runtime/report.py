@@ -8,7 +8,8 @@ from typing import Any
 from sao.config import SAOConfig
 from sao.durable import atomic_write_json, read_jsonl
 from sao.envs.registration import EnvRegistration
-from sao.evaluation import paired_difference
+from sao.evaluation import eval_resolution, paired_difference, resolution_line
+from sao.runtime.drift import drift_summary, drift_window
 from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics, save_run_report
 from sao.runtime.record import RunRecord
 from sao.runtime.run_dir import read_metrics, read_trajectories
@@ -42,6 +43,12 @@ def write_report(
     if curve:
         plot_metrics(curve, run_dir / "plots", panels=PRETRAIN_PANELS)
     summary = summarize(config, run_dir, record, wall_s, in_flight)
+    gain = summary["accuracy_gain"]
+    if gain is not None:
+        resolution = eval_resolution(gain, config.train.eval_effect)
+        summary["eval_resolution"] = {**resolution, "line": resolution_line(gain, resolution)}
+    window = drift_window(config.train.steps, config.train.drift_window)
+    summary["drift"] = drift_summary(rows, window, config.train.drift_warn_rise)
     if registration.run_report is not None:
         report = registration.run_report(rows)
         summary.update(report.summary)
@@ -85,3 +92,10 @@ def _paired_gain(initial: dict[str, Any], final: dict[str, Any]) -> dict[str, An
     if "task_scores" not in initial or "task_scores" not in final:
         return None
     return paired_difference(final["task_scores"], initial["task_scores"])
+
+
+def closing_line(summary: dict[str, Any]) -> str | None:
+    """The console's last line of a run: whether its held-out eval resolves the effect of
+    interest (None for a summary without a paired gain)."""
+    resolution = summary.get("eval_resolution")
+    return None if resolution is None else f"sao train: {resolution['line']}"

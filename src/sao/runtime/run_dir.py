@@ -11,7 +11,8 @@ Layout of `RUN_DIR/`:
     checkpoints/step_N/   learner state + the `RunRecord` needed to resume (`sao.runtime.checkpoints`)
     policy/               the trained policy, saved like a warm start
     plots/*.png           written at the end
-    summary.json          initial/final held-out accuracy with intervals, wall time, counts
+    summary.json          initial/final held-out accuracy with intervals, wall time, counts,
+                          behaviour drift (`sao.runtime.drift`)
 
 Logs are appended durably and a torn last line is cut off before the next append
 (`sao.durable`); on resume, metric rows of steps the checkpoint does not cover are

@@ -17,6 +17,7 @@ learner is checkpointed at step 0 (after value pretraining and the first eval), 
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +38,19 @@ from sao.models.critic import ValueModel
 from sao.models.policy import load_policy, save_policy
 from sao.runtime.backends import Backend, LearnerHandle, make_backend
 from sao.runtime.checkpoints import load_latest_checkpoint, save_checkpoint
+from sao.runtime.drift import (
+    DriftMonitor,
+    drift_window,
+    ending_metrics,
+    replay,
+    step_shares,
+    warning_line,
+)
 from sao.runtime.learner_ranks import LearnerRanks, build_learner, close_learner
 from sao.runtime.pretraining import run_value_pretraining
 from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
-from sao.runtime.run_dir import MetricsLogger, RunClock, read_trajectories
+from sao.runtime.run_dir import MetricsLogger, RunClock, read_metrics, read_trajectories
 from sao.trajectory import Trajectory
 from sao.warmstart import warm_start
 
@@ -58,6 +67,7 @@ class Run:
     log: MetricsLogger
     clock: RunClock
     registration: EnvRegistration
+    drift: DriftMonitor
 
 
 @dataclass
@@ -182,8 +192,23 @@ def _set_up_run(
     # Rows of steps the checkpoint does not cover are replayed, so they are removed first.
     keep_through = (record.step if checkpoint is not None else -1) if resume else None
     log = MetricsLogger(run_dir, keep_through=keep_through)
+    # Seeded with the rows kept, so a resumed run compares with its real first steps and does
+    # not warn again about a crossing it already reported.
+    drift = replay(
+        read_metrics(run_dir),
+        drift_window(config.train.steps, config.train.drift_window),
+        config.train.drift_warn_rise,
+    )
     run = Run(
-        config, run_dir, learner, tokenizer, record, log, clock, registration_for(config.env.name)
+        config,
+        run_dir,
+        learner,
+        tokenizer,
+        record,
+        log,
+        clock,
+        registration_for(config.env.name),
+        drift,
     )
     if record.initial_eval is None:
         record.initial_eval = record.last_eval = held_out_eval(learner, tokenizer, config)
@@ -243,6 +268,7 @@ def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | N
     backend.publish_weights(run.learner)
     record.trained_indices += [t.metadata["index"] for t in batch]
     record.step = step = run.learner.version
+    metrics.update(ending_metrics([t.metadata for t in batch]))
     if run.registration.step_metrics is not None:
         metrics.update(run.registration.step_metrics(batch))
     metrics.update(pace.metrics(wait, len(batch), backend.rollout_stats(), record))
@@ -254,11 +280,20 @@ def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | N
         record.eval_accuracy_at_step = record.last_eval["accuracy"]
         metrics.update(eval_metrics(record.last_eval))
     run.log.log(step, metrics)
+    _watch_drift(run, {"step": step, **metrics})
     pause_point(f"step-logged:{step}")
     if at_end or step % config.train.checkpoint_every == 0:
         _checkpoint(run)
     run.clock.beat()
     return metrics
+
+
+def _watch_drift(run: Run, row: dict[str, Any]) -> None:
+    """One line on stderr when endings without an answer cross `train.drift_warn_rise`."""
+    step = step_shares(row)
+    check = run.drift.observe(step) if step is not None else None
+    if check is not None:
+        tqdm.write(warning_line(check, run.config.train.drift_warn_rise), file=sys.stderr)
 
 
 def _drop_stale(
