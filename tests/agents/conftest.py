@@ -18,7 +18,7 @@ import pytest
 from agents_helpers import BATCH, LiveServer, free_port, subprocess_env
 
 # Measured with `sao eval --env tool_calc --n 60` on the result: 100 steps of 32 demonstrations
-# (about 30 s here) call the tool in 0.75 of episodes with 0.20 format errors; 60 steps only 0.37.
+# (30 to 80 s here, by the load on the cores) call the tool in 0.75 of episodes with 0.20 format errors; 60 steps only 0.37.
 SFT_STEPS = 100
 
 
