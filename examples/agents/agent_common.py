@@ -30,6 +30,7 @@ import openai
 
 from sao.envs import Task, make_task_source
 from sao.envs.tool_calc import TOOL_SPEC, evaluate, score
+from sao.envs.tool_calc.protocol import ARGUMENT, FORMAT_ERROR_MESSAGES
 
 EPISODE_HEADER = "X-Episode-Id"
 # The function as OpenAI's chat-completions `tools` declares it (the plain client sends this; the
@@ -37,6 +38,9 @@ EPISODE_HEADER = "X-Episode-Id"
 CALCULATOR_TOOL: dict[str, Any] = TOOL_SPEC
 TOOL_NAME: str = TOOL_SPEC["function"]["name"]
 TOOL_DESCRIPTION: str = TOOL_SPEC["function"]["description"]
+# What the environment answers, in training, to a call whose arguments are not one string
+# `expression`; the agents answer the same, so a live episode reads as a training one.
+BAD_ARGUMENTS: str = FORMAT_ERROR_MESSAGES["bad_arguments"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class EpisodeResult:
         task_id: the task's id.
         reward: the score of the final reply (0 without a final answer).
         solved: whether the final answer was right.
-        tool_calls: calculator calls the model made (and the agent ran).
+        tool_calls: calculator calls the model made (each answered with a tool message).
         model_calls: chat completions the episode used.
         final: the final reply's content ("" when the turn limit came first).
         policy_version: the served version of the last reply, when the framework exposes it.
@@ -92,6 +96,22 @@ RunEpisode = Callable[[Task, Server, str, int], EpisodeResult]
 def calculator(expression: str) -> str:
     """Run the calculator as the client-side tool: the value as text, or an `error: ` line."""
     return evaluate(expression)
+
+
+def run_tool_call(arguments: str) -> str:
+    """The tool result for one call's JSON `arguments`: the calculator's, or `BAD_ARGUMENTS` when
+    they are not exactly one string `expression` (a misspelt key, a number)."""
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError:
+        return BAD_ARGUMENTS
+    if (
+        not isinstance(value, dict)
+        or set(value) != {ARGUMENT}
+        or not isinstance(value[ARGUMENT], str)
+    ):
+        return BAD_ARGUMENTS
+    return calculator(value[ARGUMENT])
 
 
 def finish(

@@ -32,6 +32,7 @@ from agents import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_common import (  # noqa: E402
+    BAD_ARGUMENTS,
     EPISODE_HEADER,
     TOOL_DESCRIPTION,
     TOOL_NAME,
@@ -48,29 +49,40 @@ set_tracing_disabled(True)
 
 
 class _ModelCalls(RunHooks[Any]):
-    """Counts the model calls of one run."""
+    """Counts the model calls of one run and the function calls they made (every one, also those
+    whose arguments the SDK refused before running the tool)."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.tool_calls = 0
 
     async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
         self.count += 1
+        self.tool_calls += sum(
+            getattr(item, "type", None) == "function_call" for item in response.output
+        )
+
+
+def _bad_arguments(context: Any, error: Exception) -> str:
+    """The tool result when the SDK cannot call the tool with the model's arguments."""
+    return BAD_ARGUMENTS
+
+
+@function_tool(
+    name_override=TOOL_NAME,
+    description_override=TOOL_DESCRIPTION,
+    failure_error_function=_bad_arguments,
+)
+def calculator_tool(expression: str) -> str:
+    """Evaluate an arithmetic expression.
+
+    Args:
+        expression: e.g. 347*29+18
+    """
+    return calculator(expression)
 
 
 async def _run(task: Task, server: Server, episode_id: str, max_turns: int) -> EpisodeResult:
-    tool_calls = 0
-
-    @function_tool(name_override=TOOL_NAME, description_override=TOOL_DESCRIPTION)
-    def calculator_tool(expression: str) -> str:
-        """Evaluate an arithmetic expression.
-
-        Args:
-            expression: The arithmetic expression to evaluate, e.g. 347*29+18.
-        """
-        nonlocal tool_calls
-        tool_calls += 1
-        return calculator(expression)
-
     # One client per episode: an AsyncOpenAI client belongs to the event loop it first ran on.
     client = AsyncOpenAI(
         base_url=server.openai_base_url, api_key=server.openai_api_key, max_retries=8
@@ -89,7 +101,7 @@ async def _run(task: Task, server: Server, episode_id: str, max_turns: int) -> E
         final = ""
     finally:
         await client.close()
-    return finish(task, episode_id, final, tool_calls, hooks.count)
+    return finish(task, episode_id, final, hooks.tool_calls, hooks.count)
 
 
 def run_episode(task: Task, server: Server, episode_id: str, max_turns: int) -> EpisodeResult:

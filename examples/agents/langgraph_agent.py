@@ -20,10 +20,12 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolInvocationError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from agent_common import (  # noqa: E402
+    BAD_ARGUMENTS,
     EPISODE_HEADER,
     TOOL_DESCRIPTION,
     TOOL_NAME,
@@ -42,6 +44,17 @@ from sao.envs import Task  # noqa: E402
 def calculator_tool(expression: str) -> str:
     """Evaluate an arithmetic expression."""
     return calculator(expression)
+
+
+def bad_arguments(error: ToolInvocationError) -> str:
+    """The tool message when the model's arguments do not fit the tool (a misspelt key)."""
+    return BAD_ARGUMENTS
+
+
+def tool_node() -> ToolNode:
+    """The `tools` node: runs each call of the last reply, answering bad arguments as the
+    environment does."""
+    return ToolNode([calculator_tool], handle_tool_errors=bad_arguments)
 
 
 def build_graph(server: Server, episode_id: str, max_turns: int) -> Any:
@@ -66,7 +79,7 @@ def build_graph(server: Server, episode_id: str, max_turns: int) -> Any:
 
     graph = StateGraph(MessagesState)
     graph.add_node("model", call_model)
-    graph.add_node("tools", ToolNode([calculator_tool]))
+    graph.add_node("tools", tool_node())
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", route, ["tools", END])
     graph.add_edge("tools", "model")

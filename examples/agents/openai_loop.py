@@ -9,7 +9,6 @@ without calls is the final answer. `X-Episode-Id` rides on every call as `extra_
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,10 @@ from agent_common import (  # noqa: E402
     TOOL_NAME,
     EpisodeResult,
     Server,
-    calculator,
     fingerprint_version,
     finish,
     main,
+    run_tool_call,
 )
 
 from sao.envs import Task  # noqa: E402
@@ -35,13 +34,9 @@ from sao.envs import Task  # noqa: E402
 
 def run_call(name: str, arguments: str) -> str:
     """The tool result for one call the model made (errors go back to the model as text)."""
-    if name != TOOL_NAME:
+    if name != TOOL_NAME:  # the server only returns calls to declared functions
         return f"error: unknown tool {name!r}"
-    try:
-        expression = json.loads(arguments)["expression"]
-    except (json.JSONDecodeError, KeyError, TypeError):
-        return "error: arguments must be a JSON object with a string 'expression'"
-    return calculator(str(expression))
+    return run_tool_call(arguments)
 
 
 def run_episode(task: Task, server: Server, episode_id: str, max_turns: int) -> EpisodeResult:
