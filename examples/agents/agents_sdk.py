@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agents.exceptions import MaxTurnsExceeded, ModelBehaviorError
-from openai import AsyncOpenAI
-
 from agents import (
     Agent,
+    MaxTurnsExceeded,
+    ModelBehaviorError,
     ModelSettings,
     OpenAIChatCompletionsModel,
     RunHooks,
@@ -28,6 +27,7 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
+from openai import AsyncOpenAI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
