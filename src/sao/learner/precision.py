@@ -7,7 +7,9 @@
   updates are not rounded away. What a forward returns (log-probs, values) is cast to fp32, so
   the losses and advantages are computed in fp32 either way.
 - Gradient checkpointing: each decoder layer's activations are dropped after the forward pass
-  and recomputed in the backward pass (transformers' own `activation_checkpointing_enable`).
+  and recomputed in the backward pass (transformers' own checkpointing switch: named
+  `activation_checkpointing_enable` from 5.24 on, `gradient_checkpointing_enable` before, and the
+  old name kept as a deprecated alias since; whichever this transformers has is called).
 """
 
 from __future__ import annotations
@@ -128,13 +130,23 @@ def enable_gradient_checkpointing(model: nn.Module) -> int:
             "supports it"
         )
     # The outermost HF model enables it for every layer below it.
-    hf_models[0].activation_checkpointing_enable(
-        activation_checkpointing_kwargs={"use_reentrant": False}
-    )
+    _checkpointing_switch(hf_models[0])({"use_reentrant": False})
     layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
     for layer in layers:
         layer.training = True
     return sum(layer.gradient_checkpointing for layer in layers)
+
+
+def _checkpointing_switch(model: PreTrainedModel) -> Callable[[dict[str, Any]], None]:
+    """The call that turns on `model`'s checkpointing with the given checkpoint kwargs.
+
+    The old name still works on new versions but warns there, so the new one is preferred.
+    """
+    if hasattr(model, "activation_checkpointing_enable"):
+        return lambda kwargs: model.activation_checkpointing_enable(
+            activation_checkpointing_kwargs=kwargs
+        )
+    return lambda kwargs: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def prepare_model(
