@@ -26,6 +26,8 @@ from torch import Tensor, nn
 from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 
+from sao.models.kernels import use_kernels
+
 AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}
 """`train.learner_precision` -> the autocast dtype of forward passes (None: plain fp32)."""
 
@@ -150,13 +152,16 @@ def _checkpointing_switch(model: PreTrainedModel) -> Callable[[dict[str, Any]], 
 
 
 def prepare_model(
-    model: nn.Module, device: torch.device, gradient_checkpointing: bool
+    model: nn.Module, device: torch.device, gradient_checkpointing: bool, kernels: str = "auto"
 ) -> nn.Module:
-    """`model` moved to `device` in place, in eval mode, checkpointed when asked, and sharded
-    across the process group's ranks when there are several (`sao.learner.sharding`)."""
+    """`model` moved to `device` in place, in eval mode, on the fastest attention and experts
+    kernels `device` has (`sao.models.kernels`; `kernels="eager"` for the reference ones),
+    checkpointed when asked, and sharded across the process group's ranks when there are
+    several (`sao.learner.sharding`)."""
     from sao.learner.sharding import shard_if_distributed
 
     model.to(device).eval()
+    use_kernels(model, kernels)
     if gradient_checkpointing:
         enable_gradient_checkpointing(model)
     shard_if_distributed(model)
