@@ -8,8 +8,8 @@
   the losses and advantages are computed in fp32 either way.
 - Gradient checkpointing: each decoder layer's activations are dropped after the forward pass
   and recomputed in the backward pass (transformers' own checkpointing switch: named
-  `activation_checkpointing_enable` from 5.24 on, `gradient_checkpointing_enable` before, and the
-  old name kept as a deprecated alias since; whichever this transformers has is called).
+  `activation_checkpointing_enable` in 5.24, `gradient_checkpointing_enable` in 5.0 and 5.17, the
+  old name a deprecated alias in 5.24; whichever this transformers has is called).
 """
 
 from __future__ import annotations

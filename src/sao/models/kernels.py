@@ -13,7 +13,7 @@ transformers 5.x lets a loaded model switch both at run time:
   learner's fp32 master weights under bf16 autocast would run it in fp32 (slow, and on CUDA
   outside what the kernel takes). `"sao_grouped_mm"` is the same multiply on the weights cast to
   the autocast dtype, as `nn.Linear` under autocast does, and plain `"grouped_mm"` without
-  autocast. transformers before 5.17 takes no registered experts names; there `"auto"` uses
+  autocast. Older transformers (5.0) take no registered experts names; there `"auto"` uses
   `"grouped_mm"` on CPU and eager experts on CUDA.
 
 `"auto"` takes the fast kernel of each where this device and this torch have it, and eager
@@ -93,7 +93,8 @@ ExpertsInterface.register(AUTOCAST_GROUPED_MM, autocast_grouped_mm_forward)
 
 @functools.cache
 def takes_registered_experts() -> bool:
-    """Whether this transformers lets a model switch to a registered experts name (5.17 on)."""
+    """Whether this transformers lets a model switch to a registered experts name (5.17 does,
+    5.0 does not)."""
     config = Qwen3MoeConfig(
         vocab_size=8, hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
         num_key_value_heads=1, head_dim=8, num_experts=2, num_experts_per_tok=1,

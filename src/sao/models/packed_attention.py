@@ -147,8 +147,8 @@ def packed_mask(batch_size: int, **kwargs: object) -> Tensor | None:
     the causal one (image tokens of vision-language models) are not applied on that path: this
     attention is for text decoders such as Qwen3 and Qwen3-MoE.
 
-    transformers calls mask functions with keywords only, and which ones changed within 5.x: up
-    to 5.16 the queries are given as `cache_position` (their absolute positions), from 5.17 on as
+    transformers calls mask functions with keywords only, and which ones changed within 5.x: 5.0
+    gives the queries as `cache_position` (their absolute positions), 5.17 and later as
     `q_length` and `q_offset`. Both are read here, and everything is passed on to `sdpa_mask`
     unchanged, so it gets the keywords its own version expects.
     """
