@@ -248,10 +248,8 @@ def engine_row(args: argparse.Namespace) -> None:
     if "vllm_tokens_per_s" in figures:
         parts.append(f"vLLM {figures['vllm_tokens_per_s']:,.0f} tokens/s")
         parts.append(f"vLLM/built-in {figures['vllm_over_builtin']:.2f}x")
-    parts.append(
-        f"({figures['requests']} requests, batch {figures['batch']}, {figures['precision']})"
-    )
-    row(args.stage, ", ".join(parts))
+    setting = f"{figures['requests']} requests, batch {figures['batch']}, {figures['precision']}"
+    row(args.stage, f"{', '.join(parts)} ({setting})")
 
 
 def train_row(args: argparse.Namespace) -> None:
