@@ -24,6 +24,7 @@ from sao.models.critic import ValueModel
 from sao.models.kernels import (
     AUTOCAST_GROUPED_MM,
     Kernels,
+    _eager_experts_forward,
     fast_kernels_for,
     grouped_mm_runs_on,
     running_kernels,
@@ -174,6 +175,26 @@ def compare_engines(device: torch.device, precision: str, tolerance: float) -> N
 @needs_cpu_grouped_mm
 def test_the_engine_samples_the_eager_tokens_and_log_probs_with_fast_kernels() -> None:
     compare_engines(CPU, "fp32", 1e-4)
+
+
+@needs_cpu_grouped_mm
+def test_the_eager_fallback_for_cuda_dtypes_is_the_experts_own_loop(monkeypatch) -> None:
+    from transformers.integrations.moe import grouped_mm_experts_forward
+
+    experts = build_tiny_policy(TOKENIZER, seed=2).model.layers[0].mlp.experts
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(10, 128, generator=gen)
+    weights, index = torch.randn(10, 8, generator=gen).softmax(-1).topk(2, dim=-1)
+    with torch.no_grad():
+        grouped = grouped_mm_experts_forward(experts, hidden, index, weights)
+
+        def refuse(*_):
+            raise AssertionError("the fallback must not run the grouped multiply")
+
+        monkeypatch.setattr("sao.models.kernels.grouped_mm_experts_forward", refuse)
+        looped = _eager_experts_forward(experts, hidden, index, weights)
+    torch.testing.assert_close(looped, grouped, rtol=1e-5, atol=1e-6)
+    assert looped.abs().sum() > 0
 
 
 def test_an_unknown_kernel_choice_is_refused_in_one_line() -> None:

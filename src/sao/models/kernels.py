@@ -71,14 +71,16 @@ def autocast_grouped_mm_forward(
 
     The weights are cast (a differentiable copy: gradients reach the fp32 master weights) and
     the forward runs on them; without autocast, or on weights already in its dtype, it is
-    transformers' forward unchanged.
+    transformers' forward unchanged. On CUDA, where torch documents its grouped multiply for
+    bf16 only, other dtypes (an fp32 learner or engine) run the eager experts instead.
     """
     device_type = hidden_states.device.type
     dtype = torch.get_autocast_dtype(device_type)
     weights = dict(experts.named_parameters(recurse=False))
-    if not torch.is_autocast_enabled(device_type) or all(
-        w.dtype == dtype for w in weights.values() if w.is_floating_point()
-    ):
+    floating = [w for w in weights.values() if w.is_floating_point()]
+    if not torch.is_autocast_enabled(device_type) or all(w.dtype == dtype for w in floating):
+        if device_type == "cuda" and any(w.dtype != torch.bfloat16 for w in floating):
+            return _eager_experts_forward(experts, hidden_states, top_k_index, top_k_weights)
         return grouped_mm_experts_forward(experts, hidden_states, top_k_index, top_k_weights)
     cast = {name: w.to(dtype) if w.is_floating_point() else w for name, w in weights.items()}
     # The module's forward dispatches back here, now on weights in the autocast dtype.
@@ -86,6 +88,14 @@ def autocast_grouped_mm_forward(
         experts, cast, (hidden_states.to(dtype), top_k_index, top_k_weights.to(dtype))
     )
     return out.to(hidden_states.dtype)
+
+
+def _eager_experts_forward(experts: nn.Module, *args: Tensor) -> Tensor:
+    """The experts class's own loop over experts (what transformers' dispatch wraps)."""
+    eager = getattr(type(experts).forward, "__wrapped__", None)
+    if eager is None:  # no wrapped loop to call: the grouped multiply after all
+        return grouped_mm_experts_forward(experts, *args)
+    return eager(experts, *args)
 
 
 ExpertsInterface.register(AUTOCAST_GROUPED_MM, autocast_grouped_mm_forward)
