@@ -23,7 +23,8 @@ echo "test_compat: transformers $("$VENV/bin/python" -c 'import transformers; pr
   "torch $("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"
 # The learner step with and without gradient checkpointing, packed attention, the kernels, the
 # built-in engine, and the conformance suite every engine passes.
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider \
+# Tiny models: one thread each computes them as fast, and shares the cores better.
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
   tests/unit/test_precision.py \
   tests/unit/test_learner.py \
   tests/unit/test_packed_attention.py \
