@@ -172,6 +172,9 @@ def test_each_rank_computes_about_half_of_the_tokens(two_ranks: list[dict[str, A
     for rank in two_ranks:
         share = rank[name]["tokens"] / whole["tokens"]
         assert 0.35 < share < 0.65, share
+    # The padding of the ranks' passes together: the same number on both ranks.
+    padding = [rank[name]["metrics"]["perf/padding_frac"] for rank in two_ranks]
+    assert padding[0] == padding[1] and 0.0 <= padding[0] < 1.0
     # The single trajectory: rank 1 holds only a stand-in and computes (almost) nothing of it.
     lone = [rank["one_trajectory_ppo_critic"]["metrics"] for rank in two_ranks]
     assert lone[0]["learner/rank_tokens_max"] == lone[0]["learner/rank_tokens_total"] == 9

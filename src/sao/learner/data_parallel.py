@@ -177,6 +177,14 @@ class RankGroup:
         """How many forward passes every rank runs when this rank needs `local`."""
         return self.max(local)
 
+    def padding_frac(self, real_tokens: int, frac: float) -> float:
+        """The padding fraction of every rank's passes, from this rank's real tokens and the
+        padding fraction of its own passes."""
+        if self.size == 1:
+            return frac
+        real, computed = self.sum([real_tokens, real_tokens / (1.0 - frac)])
+        return 1.0 - real / computed
+
     def scale_loss(self, loss: Tensor, action_mask: Tensor, agg: str) -> Tensor:
         """This rank's loss (normalised by its own count) rescaled so that FSDP2's average of the
         ranks' gradients is the gradient of the whole batch's loss. A loss that is not finite on

@@ -332,12 +332,15 @@ class Learner:
         return tie_extra_passes(out, extra)
 
     def _computed_padding_frac(self, batch: Batch) -> float:
-        """The fraction of the tokens each of this learner's forward passes computes that is padding."""
+        """The fraction of the tokens each of this learner's forward passes computes that is
+        padding (over every rank's passes)."""
         lengths = batch.attention_mask.sum(dim=1).tolist()
         max_tokens = self.config.train.micro_batch_tokens
         if self.pack:
-            return packed_padding_frac(lengths, max_tokens, self.packing_cost)
-        return chunked_padding_frac(lengths, max_tokens)
+            frac = packed_padding_frac(lengths, max_tokens, self.packing_cost)
+        else:
+            frac = chunked_padding_frac(lengths, max_tokens)
+        return self.ranks.padding_frac(sum(lengths), frac)
 
     def _to_device(self, batch: Batch) -> Batch:
         moved = {f.name: getattr(batch, f.name).to(self.device) for f in dataclasses.fields(batch)}
