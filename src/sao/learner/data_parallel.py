@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -30,7 +30,7 @@ from torch import Tensor
 
 from sao.core.advantages import whiten
 from sao.core.metrics import explained_variance, masked_mean
-from sao.learner.chunking import Outputs
+from sao.learner.chunking import Outputs, PackingCost, length_chunks, plan_packing
 from sao.learner.sharding import world_size
 from sao.trajectory import Batch
 
@@ -104,6 +104,15 @@ class RankShare:
     updates: list[list[int]]
     tokens: list[int]
 
+    def metrics(self) -> dict[str, float]:
+        """How the batch's tokens were spread over the ranks: the busiest rank's tokens
+        (`learner/rank_tokens_max`) and all ranks' together (`learner/rank_tokens_total`);
+        equal with one rank."""
+        return {
+            "learner/rank_tokens_max": float(max(self.tokens)),
+            "learner/rank_tokens_total": float(sum(self.tokens)),
+        }
+
     def local_batch(self, batch: Batch) -> Batch:
         """This rank's rows of `batch`, trimmed to their longest, stand-ins masked out."""
         index = torch.tensor(self.rows, dtype=torch.long)
@@ -176,6 +185,30 @@ class RankGroup:
     def passes(self, local: int) -> int:
         """How many forward passes every rank runs when this rank needs `local`."""
         return self.max(local)
+
+    def match_passes(
+        self,
+        fn: Callable[..., Outputs],
+        out: Outputs,
+        lengths: Sequence[int],
+        max_tokens: int,
+        packing: PackingCost | None,
+    ) -> Outputs:
+        """`out` (what `fn(ids, attention_mask, positions)` gave over rows of `lengths` in
+        passes of `max_tokens`: packed when `packing` is given, else length-sorted padded),
+        after as many one-token passes as the busiest rank needs more than this one, tied in by
+        `tie_extra_passes`."""
+        if self.size == 1:
+            return out
+        one = torch.zeros(1, 1, dtype=torch.long, device=self.device)
+        if packing is not None:
+            local = len(plan_packing(lengths, max_tokens, packing))
+            args = (one, None, one)  # one token at position 0
+        else:
+            local = len(length_chunks(lengths, max_tokens))
+            args = (one, torch.ones_like(one), None)
+        extra = [fn(*args) for _ in range(self.passes(local) - local)]
+        return tie_extra_passes(out, extra)
 
     def padding_frac(self, real_tokens: int, frac: float) -> float:
         """The padding fraction of every rank's passes, from this rank's real tokens and the

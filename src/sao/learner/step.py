@@ -6,7 +6,9 @@ The actor update is one DIS step against the rollout log-probs, or, for the PPO-
 mini-batch steps against old log-probs the learner computes first (`sao.learner.actor_update`).
 
 `Learner.step` reads top to bottom like the algorithm (SAO_SPEC sections 3-6); the math lives in
-`sao.core`, the forward passes in `sao.models`.
+`sao.core`, the forward passes in `sao.models`. Under a process group of several ranks each rank
+trains its part of every update, with the whole batch's normalisers and metrics
+(`sao.learner.data_parallel`); with one process that part is the whole batch.
 """
 
 from __future__ import annotations
@@ -34,13 +36,11 @@ from sao.learner.actor_update import dis_update, ppo_update, update_rows
 from sao.learner.chunking import (
     chunked_forward,
     chunked_padding_frac,
-    length_chunks,
     packed_forward,
     packed_padding_frac,
     packing_cost_for,
-    plan_packing,
 )
-from sao.learner.data_parallel import RankGroup, RankShare, tie_extra_passes
+from sao.learner.data_parallel import RankGroup, RankShare
 from sao.learner.optim import (
     apply_gradients,
     build_optimizer,
@@ -82,6 +82,7 @@ class Learner:
         version: the policy's weight version; 0 at start, +1 per `step`.
         skipped_steps: optimizer steps skipped because a loss or gradient was not finite.
         packing_cost: what a packed row costs these models (`sao.learner.chunking`).
+        ranks: this process's place among the learner's ranks (`sao.learner.data_parallel`).
     """
 
     def __init__(
@@ -155,7 +156,7 @@ class Learner:
         )
         batch = self._to_device(share.local_batch(whole))
         mask = batch.action_mask
-        metrics |= rank_metrics(share)
+        metrics |= share.metrics()
         metrics["perf/padding_frac"] = self._computed_padding_frac(batch)
 
         # Critic values. This forward keeps its graph: it is also the first critic update's
@@ -294,6 +295,8 @@ class Learner:
         Packed (`pack=True`): the sequences run side by side in rows of nearly equal fill, so
         almost no padding is computed. Otherwise: length-sorted passes of padded rows, each
         trimmed to its longest. Both equal one padded full-batch pass up to float rounding.
+        With several ranks, each runs as many passes as the busiest one (FSDP2 gathers the
+        weights in every pass).
         """
         fn = mixed_precision_forward(fn, self.config.train.learner_precision, self.device)
         max_tokens = self.config.train.micro_batch_tokens
@@ -312,24 +315,9 @@ class Learner:
                 batch.attention_mask,
                 max_tokens,
             )
-        return self._match_other_ranks(fn, batch, out)
-
-    def _match_other_ranks(self, fn: Callable[..., Any], batch: Batch, out: Any) -> Any:
-        """`out`, after as many one-token passes as the busiest rank needs more than this one:
-        FSDP2 gathers weights in every pass, so every rank must run the same number."""
-        if self.ranks.size == 1:
-            return out
         lengths = batch.attention_mask.sum(dim=1).tolist()
-        max_tokens = self.config.train.micro_batch_tokens
-        one = torch.zeros(1, 1, dtype=torch.long, device=self.device)
-        if self.pack:
-            local = len(plan_packing(lengths, max_tokens, self.packing_cost))
-            args = (one, None, one)  # one token at position 0
-        else:
-            local = len(length_chunks(lengths, max_tokens))
-            args = (one, torch.ones_like(one), None)
-        extra = [fn(*args) for _ in range(self.ranks.passes(local) - local)]
-        return tie_extra_passes(out, extra)
+        cost = self.packing_cost if self.pack else None
+        return self.ranks.match_passes(fn, out, lengths, max_tokens, cost)
 
     def _computed_padding_frac(self, batch: Batch) -> float:
         """The fraction of the tokens each of this learner's forward passes computes that is
@@ -420,15 +408,6 @@ def rollout_metrics(
         "rollout/action_tokens_mean": sum(t.num_action_tokens for t in trajectories) / n,
         "rollout/length_mean": sum(len(t) for t in trajectories) / n,
         "perf/batch_padding_frac": batch.padding_frac,
-    }
-
-
-def rank_metrics(share: RankShare) -> dict[str, float]:
-    """How the batch's tokens were spread over the learner's ranks: the busiest rank's tokens
-    and all ranks' together (equal with one rank)."""
-    return {
-        "learner/rank_tokens_max": float(max(share.tokens)),
-        "learner/rank_tokens_total": float(sum(share.tokens)),
     }
 
 
