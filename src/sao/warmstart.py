@@ -268,6 +268,7 @@ def warm_start(
     """
     if config is None:
         config = load_config("sao", None, [f"env.name={env}"]).sft
+    resolve_device(config.device)  # a missing device is refused before any work
     torch.manual_seed(seed)
     if model_path is not None:
         model, tokenizer = load_policy(model_path)
