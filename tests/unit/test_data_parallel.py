@@ -27,6 +27,9 @@ def test_largest_first_onto_the_lightest_part():
     assert balanced_partition([5, 5, 5, 5], 2) == [[0, 2], [1, 3]]
     assert balanced_partition([3], 3) == [[0], [], []]
     assert balanced_partition([], 2) == [[], []]
+    # Equal loads: the part with less earlier load first.
+    assert balanced_partition([7, 3], 2, earlier=[10, 4]) == [[1], [0]]
+    assert balanced_partition([7, 3], 2, earlier=[4, 4]) == [[0], [1]]
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -48,6 +51,8 @@ def test_bad_partition_input_is_refused():
         balanced_partition([1, 2], 0)
     with pytest.raises(ValueError, match="costs must be >= 0"):
         balanced_partition([1, -2], 2)
+    with pytest.raises(ValueError, match="1 earlier loads for 2 parts"):
+        balanced_partition([1, 2], 2, earlier=[3])
 
 
 def test_each_update_is_split_and_an_empty_part_gets_a_masked_stand_in():
@@ -55,12 +60,18 @@ def test_each_update_is_split_and_an_empty_part_gets_a_masked_stand_in():
     # Two PPO mini-batches over two epochs: [0, 1], [2, 3], [0, 1], [2, 3].
     updates = [[0, 1], [2, 3], [0, 1], [2, 3]]
     zero, one = rank_share(lengths, updates, 0, 2), rank_share(lengths, updates, 1, 2)
-    assert zero.rows == [1, 2] and one.rows == [0, 3]
+    # [0, 1]: 30 to rank 0, 10 to rank 1; [2, 3]: 20 to rank 1, which had less before.
+    assert zero.rows == [1, 3] and one.rows == [0, 2]
     assert zero.updates == one.updates == [[0], [1], [0], [1]]
-    assert zero.tokens == one.tokens == [50, 15]
-    # Three ranks: mini-batch [0, 1] has nothing for rank 2, which holds row 0 as a stand-in.
+    assert zero.tokens == one.tokens == [35, 30]
+    # Many mini-batches of two: each splits one-one, and the totals stay balanced.
+    pairs = [[2 * i, 2 * i + 1] for i in range(8)]
+    tokens = rank_share([10, 9] * 8, pairs, 0, 2).tokens
+    assert tokens == [76, 76]
+    # Three ranks: mini-batch [0, 1] has nothing for rank 2, which holds row 0 as a stand-in,
+    # and then gets the longest of [2, 3] for having had nothing.
     third = rank_share(lengths, updates[:2], 2, 3)
-    assert third.rows == [0, 2] and third.live == [False, False]
+    assert third.rows == [0, 2] and third.live == [False, True]
     assert third.updates == [[0], [1]]
 
 
@@ -79,10 +90,10 @@ def test_a_local_batch_keeps_its_rows_trimmed_and_masks_the_stand_ins():
     whole = collate(trajectories)
     share = rank_share([3, 6, 4], [[0, 1, 2]], 0, 1)
     assert share.local_batch(whole).input_ids.tolist() == whole.input_ids.tolist()
-    stand_in = rank_share([3, 6, 4], [[0], [1, 2]], 1, 2)  # rank 1: stand-in 0, then row 2
+    stand_in = rank_share([3, 6, 4], [[0], [2]], 1, 2)  # rank 1: stand-in 0, then row 2
     local = stand_in.local_batch(whole)
     assert stand_in.rows == [0, 2] and stand_in.live == [False, True]
-    assert local.input_ids.tolist() == [[1, 2, 3, 0], [1, 2, 3, 4]]
+    assert local.input_ids.tolist() == [[1, 2, 3, 0], [1, 2, 3, 4]]  # trimmed from 6 to 4
     assert local.action_mask.tolist() == [[0, 0, 0, 0], [0, 1, 1, 1]]
     assert local.scores.tolist() == [3.0, 4.0]
 

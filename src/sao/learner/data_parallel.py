@@ -62,11 +62,14 @@ def _first(outputs: Outputs) -> Tensor:
     return outputs[0] if isinstance(outputs, tuple) else outputs
 
 
-def balanced_partition(costs: Sequence[int], parts: int) -> list[list[int]]:
+def balanced_partition(
+    costs: Sequence[int], parts: int, earlier: Sequence[int] | None = None
+) -> list[list[int]]:
     """Indices of `costs` split into `parts` lists of nearly equal total cost.
 
     Greedy longest-processing-time: largest cost first (ties: lower index first) onto the part
-    with the least load so far (ties: lower part). Deterministic, every index in exactly one
+    with the least load so far (ties: the part with less `earlier` load, from other updates,
+    then the lower part). Deterministic, every index in exactly one
     part, each part's indices ascending; the largest load is at most `sum / parts + max(costs)`
     (and within 4/3 of the best possible). Parts may be empty when `parts > len(costs)`.
 
@@ -77,12 +80,16 @@ def balanced_partition(costs: Sequence[int], parts: int) -> list[list[int]]:
         raise ValueError(f"balanced_partition: parts must be >= 1, got {parts}")
     if any(c < 0 for c in costs):
         raise ValueError("balanced_partition: costs must be >= 0")
-    heap = [(0, p) for p in range(parts)]
+    before = list(earlier) if earlier is not None else [0] * parts
+    if len(before) != parts:
+        raise ValueError(f"balanced_partition: {len(before)} earlier loads for {parts} parts")
+    heap = [(0, before[p], p) for p in range(parts)]
+    heapq.heapify(heap)
     assigned: list[list[int]] = [[] for _ in range(parts)]
     for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
-        load, p = heapq.heappop(heap)
+        load, prior, p = heapq.heappop(heap)
         assigned[p].append(i)
-        heapq.heappush(heap, (load + costs[i], p))
+        heapq.heappush(heap, (load + costs[i], prior, p))
     return [sorted(part) for part in assigned]
 
 
@@ -129,8 +136,9 @@ def rank_share(
 ) -> RankShare:
     """Rank `rank`'s share of a batch whose updates train `update_rows` (batch row indices,
     repeated rows being repeated epochs): each distinct update's rows are split by
-    `balanced_partition` over `lengths`, and an update this rank gets nothing of gets one
-    stand-in row (the update's first)."""
+    `balanced_partition` over `lengths` (ties going to the ranks with fewer tokens in the
+    updates before, so small mini-batches do not all load the same rank), and an update this
+    rank gets nothing of gets one stand-in row (the update's first)."""
     distinct: list[tuple[int, ...]] = []
     for rows in update_rows:
         if tuple(rows) not in distinct:
@@ -140,7 +148,7 @@ def rank_share(
     tokens = [0] * ranks
     local_of: dict[tuple[int, ...], list[int]] = {}
     for rows in distinct:
-        parts = balanced_partition([lengths[r] for r in rows], ranks)
+        parts = balanced_partition([lengths[r] for r in rows], ranks, tokens)
         for p, part in enumerate(parts):
             tokens[p] += sum(lengths[rows[i]] for i in part)
         mine = [rows[i] for i in parts[rank]]
