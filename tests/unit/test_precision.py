@@ -59,7 +59,9 @@ def test_bf16_forward_really_runs_in_bf16_and_returns_fp32() -> None:
     assert 0.0 < gap < 0.1
 
 
-def grads_after_one_step(checkpointing: bool) -> tuple[dict[str, torch.Tensor], Learner]:
+def grads_after_one_step(
+    checkpointing: bool,
+) -> tuple[dict[str, torch.Tensor], Learner, dict[str, float]]:
     overrides = ["critic.k_updates=1"] + (
         ["train.gradient_checkpointing=true"] if checkpointing else []
     )
@@ -67,14 +69,16 @@ def grads_after_one_step(checkpointing: bool) -> tuple[dict[str, torch.Tensor], 
     captured: dict[str, torch.Tensor] = {}
     for name, p in [*run.policy.named_parameters(), *run.critic.named_parameters()]:
         p.register_hook(lambda g, name=name: captured.__setitem__(name, g.clone()))
-    run.step(make_trajectories(moe_policy(), 4))
-    return captured, run
+    metrics = run.step(make_trajectories(moe_policy(), 4))
+    return captured, run, metrics
 
 
 def test_gradient_checkpointing_gives_the_same_gradients_and_recomputes_layers() -> None:
-    plain, _ = grads_after_one_step(checkpointing=False)
-    checkpointed, run = grads_after_one_step(checkpointing=True)
+    plain, _, plain_metrics = grads_after_one_step(checkpointing=False)
+    checkpointed, run, metrics = grads_after_one_step(checkpointing=True)
 
+    for key in ("actor/pg_loss", "actor/entropy", "critic/vf_loss"):
+        assert metrics[key] == pytest.approx(plain_metrics[key], rel=1e-5, abs=1e-7), key
     assert plain.keys() == checkpointed.keys() and plain
     for name, grad in plain.items():
         torch.testing.assert_close(checkpointed[name], grad, rtol=1e-4, atol=1e-6, msg=name)

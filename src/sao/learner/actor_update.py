@@ -19,7 +19,7 @@ from torch import Tensor
 
 from sao.config import AlgoConfig
 from sao.core.losses import dis_policy_loss, dis_window_fractions, ppo_clip_policy_loss
-from sao.core.metrics import masked_mean
+from sao.learner.data_parallel import RankGroup
 from sao.learner.optim import apply_gradients
 from sao.trajectory import Batch
 
@@ -53,8 +53,12 @@ def dis_update(
     optimizer: torch.optim.Optimizer,
     algo: AlgoConfig,
     grad_clip: float,
+    updates: list[list[int]],
+    ranks: RankGroup,
 ) -> ActorResult:
-    """One DIS update against the rollout log-probs."""
+    """One DIS update against the rollout log-probs (`updates`: the one update's rows, which
+    are all of this rank's)."""
+    mask = batch.action_mask
     logprobs, entropy = forward(batch)
     loss, metrics = dis_policy_loss(
         logprobs,
@@ -65,9 +69,18 @@ def dis_update(
         eps_high=algo.eps_high,
         agg=algo.agg,
     )
+    metrics = ranks.mean_metrics(metrics, mask, algo.agg)
+    loss = ranks.scale_loss(loss, mask, algo.agg)
     metrics["actor/grad_norm"], applied = apply_gradients(optimizer, loss, grad_clip)
-    metrics["actor/entropy"] = masked_mean(entropy.detach(), batch.action_mask)
+    metrics["actor/entropy"] = ranks.masked_mean(entropy.detach(), mask)
     return ActorResult(metrics, skipped=int(not applied), per_update=[dict(metrics)])
+
+
+def update_rows(algo: AlgoConfig, batch_size: int) -> list[list[int]]:
+    """The batch rows of each actor update: all of them once for DIS, `ppo_schedule` for PPO."""
+    if algo.policy_loss == "dis":
+        return [list(range(batch_size))]
+    return [rows.tolist() for rows in ppo_schedule(algo, batch_size)]
 
 
 def ppo_schedule(algo: AlgoConfig, batch_size: int) -> list[Tensor]:
@@ -88,8 +101,13 @@ def ppo_update(
     optimizer: torch.optim.Optimizer,
     algo: AlgoConfig,
     grad_clip: float,
+    updates: list[list[int]],
+    ranks: RankGroup,
 ) -> ActorResult:
     """PPO clip in mini-batches against old log-probs taken once, before the first update.
+
+    `updates` holds the rows of `batch` each update trains (this rank's part of each
+    mini-batch of `ppo_schedule`); losses and metrics are the whole mini-batch's (`ranks`).
 
     With a single update the old log-probs are that update's own forward, detached (the same
     weights, so the same numbers), which saves a pass; the ratio is then exactly 1.
@@ -100,7 +118,7 @@ def ppo_update(
     with its default window would have masked; this loss masks nothing).
     """
     mask = batch.action_mask
-    schedule = ppo_schedule(algo, mask.shape[0])
+    schedule = [torch.tensor(rows, dtype=torch.long) for rows in updates]
     window = {"eps_low": algo.eps_low, "eps_high": algo.eps_high, "agg": algo.agg}
     old_logprobs: Tensor | None = None
     entropy: Tensor | None = None
@@ -118,6 +136,8 @@ def ppo_update(
         loss, metrics = ppo_clip_policy_loss(
             logprobs, old_logprobs[rows], advantages[rows], part.action_mask, **window
         )
+        metrics = ranks.mean_metrics(metrics, part.action_mask, algo.agg)
+        loss = ranks.scale_loss(loss, part.action_mask, algo.agg)
         metrics["actor/grad_norm"], applied = apply_gradients(optimizer, loss, grad_clip)
         skipped += not applied
         per_update.append(metrics)
@@ -125,12 +145,13 @@ def ppo_update(
     assert old_logprobs is not None and entropy is not None
     summary = {key: sum(m[key] for m in per_update) / len(per_update) for key in per_update[0]}
     summary["actor/ppo_updates"] = float(len(per_update))
-    summary["actor/entropy"] = masked_mean(entropy.detach(), mask)
+    summary["actor/entropy"] = ranks.masked_mean(entropy.detach(), mask)
     # Clamped like the losses' ratios, so a diverged token cannot make the metric inf.
     log_ratio = (old_logprobs - batch.rollout_logprobs).clamp(-20.0, 20.0)
-    summary["actor/rollout_ratio_mean"] = masked_mean(torch.exp(log_ratio), mask)
+    summary["actor/rollout_ratio_mean"] = ranks.masked_mean(torch.exp(log_ratio), mask)
     low, high = dis_window_fractions(old_logprobs, batch.rollout_logprobs, mask, *_DIS_WINDOW)
-    summary["actor/dis_would_mask_low"], summary["actor/dis_would_mask_high"] = low, high
+    fractions = {"actor/dis_would_mask_low": low, "actor/dis_would_mask_high": high}
+    summary |= ranks.mean_metrics(fractions, mask, algo.agg)
     return ActorResult(summary, skipped=skipped, per_update=per_update)
 
 

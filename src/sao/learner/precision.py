@@ -7,7 +7,9 @@
   updates are not rounded away. What a forward returns (log-probs, values) is cast to fp32, so
   the losses and advantages are computed in fp32 either way.
 - Gradient checkpointing: each decoder layer's activations are dropped after the forward pass
-  and recomputed in the backward pass (transformers' own `activation_checkpointing_enable`).
+  and recomputed in the backward pass (transformers' own checkpointing switch: named
+  `activation_checkpointing_enable` in 5.24, `gradient_checkpointing_enable` in 5.0 and 5.17, the
+  old name a deprecated alias in 5.24; whichever this transformers has is called).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
+
+from sao.models.kernels import use_kernels
 
 AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}
 """`train.learner_precision` -> the autocast dtype of forward passes (None: plain fp32)."""
@@ -128,23 +132,36 @@ def enable_gradient_checkpointing(model: nn.Module) -> int:
             "supports it"
         )
     # The outermost HF model enables it for every layer below it.
-    hf_models[0].activation_checkpointing_enable(
-        activation_checkpointing_kwargs={"use_reentrant": False}
-    )
+    _checkpointing_switch(hf_models[0])({"use_reentrant": False})
     layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
     for layer in layers:
         layer.training = True
     return sum(layer.gradient_checkpointing for layer in layers)
 
 
+def _checkpointing_switch(model: PreTrainedModel) -> Callable[[dict[str, Any]], None]:
+    """The call that turns on `model`'s checkpointing with the given checkpoint kwargs.
+
+    The old name still works on new versions but warns there, so the new one is preferred.
+    """
+    if hasattr(model, "activation_checkpointing_enable"):
+        return lambda kwargs: model.activation_checkpointing_enable(
+            activation_checkpointing_kwargs=kwargs
+        )
+    return lambda kwargs: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def prepare_model(
-    model: nn.Module, device: torch.device, gradient_checkpointing: bool
+    model: nn.Module, device: torch.device, gradient_checkpointing: bool, kernels: str = "auto"
 ) -> nn.Module:
-    """`model` moved to `device` in place, in eval mode, checkpointed when asked, and sharded
-    across the process group's ranks when there are several (`sao.learner.sharding`)."""
+    """`model` moved to `device` in place, in eval mode, on the fastest attention and experts
+    kernels `device` has (`sao.models.kernels`; `kernels="eager"` for the reference ones),
+    checkpointed when asked, and sharded across the process group's ranks when there are
+    several (`sao.learner.sharding`)."""
     from sao.learner.sharding import shard_if_distributed
 
     model.to(device).eval()
+    use_kernels(model, kernels)
     if gradient_checkpointing:
         enable_gradient_checkpointing(model)
     shard_if_distributed(model)

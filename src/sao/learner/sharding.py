@@ -3,9 +3,10 @@
 When the learner runs in a process group of more than one rank (one process per device, e.g.
 started by `torchrun --nproc-per-node N`), each decoder layer and then the whole model become FSDP2
 units: parameters, gradients and optimizer state are split across the ranks and gathered layer by
-layer for each forward and backward pass. Every rank computes the same loss function; gradients
-are averaged across ranks, so when every rank is given the same batch a sharded step is the
-unsharded step. With one rank nothing is wrapped and the models are plain modules.
+layer for each forward and backward pass. Gradients are averaged across ranks: each rank trains
+its part of the batch with losses scaled so that the average is the whole batch's gradient
+(`sao.learner.data_parallel`), so a sharded step is the unsharded step. With one rank nothing is
+wrapped and the models are plain modules.
 
 State for checkpoints is always whole (`full_state_dict`, `optimizer_state`): a sharded learner gathers
 it in the format an unsharded one writes, so a run checkpointed on N ranks resumes on any number.

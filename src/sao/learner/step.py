@@ -6,7 +6,9 @@ The actor update is one DIS step against the rollout log-probs, or, for the PPO-
 mini-batch steps against old log-probs the learner computes first (`sao.learner.actor_update`).
 
 `Learner.step` reads top to bottom like the algorithm (SAO_SPEC sections 3-6); the math lives in
-`sao.core`, the forward passes in `sao.models`.
+`sao.core`, the forward passes in `sao.models`. Under a process group of several ranks each rank
+trains its part of every update, with the whole batch's normalisers and metrics
+(`sao.learner.data_parallel`); with one process that part is the whole batch.
 """
 
 from __future__ import annotations
@@ -28,11 +30,9 @@ from sao.core.advantages import (
     group_advantages,
     step_gae,
     token_gae,
-    whiten,
 )
 from sao.core.losses import value_loss
-from sao.core.metrics import explained_variance, masked_mean
-from sao.learner.actor_update import dis_update, ppo_update
+from sao.learner.actor_update import dis_update, ppo_update, update_rows
 from sao.learner.chunking import (
     chunked_forward,
     chunked_padding_frac,
@@ -40,6 +40,7 @@ from sao.learner.chunking import (
     packed_padding_frac,
     packing_cost_for,
 )
+from sao.learner.data_parallel import RankGroup, RankShare
 from sao.learner.optim import (
     apply_gradients,
     build_optimizer,
@@ -81,6 +82,7 @@ class Learner:
         version: the policy's weight version; 0 at start, +1 per `step`.
         skipped_steps: optimizer steps skipped because a loss or gradient was not finite.
         packing_cost: what a packed row costs these models (`sao.learner.chunking`).
+        ranks: this process's place among the learner's ranks (`sao.learner.data_parallel`).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class Learner:
         self.config = config
         train = config.train
         self.device = resolve_device(train.learner_device)
+        self.ranks = RankGroup(self.device)
         if pack:
             use_packed_attention(policy)
         self.policy = prepare_model(policy, self.device, train.gradient_checkpointing)
@@ -143,9 +146,17 @@ class Learner:
         if not trajectories:
             raise ValueError("Learner.step: no trajectories")
         algo, critic_cfg = self.config.algo, self.config.critic
-        batch = self._to_device(collate(trajectories, self.pad_token_id))
+        whole = collate(trajectories, self.pad_token_id)
+        metrics = rollout_metrics(trajectories, whole, self.version)
+
+        # This rank's part of every update (all of the batch with one rank); losses and
+        # metrics below are still the whole batch's (`sao.learner.data_parallel`).
+        share = self.ranks.share(
+            [len(t) for t in trajectories], update_rows(algo, len(whole.scores))
+        )
+        batch = self._to_device(share.local_batch(whole))
         mask = batch.action_mask
-        metrics = rollout_metrics(trajectories, batch, self.version)
+        metrics |= share.metrics()
         metrics["perf/padding_frac"] = self._computed_padding_frac(batch)
 
         # Critic values. This forward keeps its graph: it is also the first critic update's
@@ -155,10 +166,10 @@ class Learner:
             critic_values = self._forward(self.critic, batch)
         values = critic_values.detach() if critic_values is not None else None
 
-        advantages, returns = self._advantages(batch, trajectories, values)
+        advantages, returns = self._advantages(batch, whole, share, trajectories, values)
         if algo.whiten_advantages:
-            advantages = whiten(advantages, mask)
-        metrics["actor/advantage_mean"] = masked_mean(advantages, mask)
+            advantages = self.ranks.whiten(advantages, mask)
+        metrics["actor/advantage_mean"] = self.ranks.masked_mean(advantages, mask)
 
         # The actor: log-probs of the tempered distribution the engine sampled from; one DIS
         # update, or PPO clip in mini-batches against the learner's old log-probs.
@@ -170,6 +181,8 @@ class Learner:
             self.actor_optimizer,
             algo,
             self.config.actor.grad_clip,
+            share.updates,
+            self.ranks,
         )
         self.skipped_steps["actor"] += actor.skipped
         metrics |= actor.metrics
@@ -184,6 +197,8 @@ class Learner:
                 vf_loss, vf_metrics = value_loss(
                     critic_values, returns, mask, values, critic_cfg.value_clip, algo.agg
                 )
+                vf_metrics = self.ranks.mean_metrics(vf_metrics, mask, algo.agg)
+                vf_loss = self.ranks.scale_loss(vf_loss, mask, algo.agg)
                 # NaN unless the backward pass runs (a non-finite loss skips it).
                 vf_metrics |= dict.fromkeys(self._critic_norm_sets, math.nan)
                 vf_metrics["critic/grad_norm"], applied = apply_gradients(
@@ -197,9 +212,11 @@ class Learner:
             # Loss, clip fraction and gradient norm: means over the K updates.
             for key in critic_steps[0]:
                 metrics[key] = sum(m[key] for m in critic_steps) / len(critic_steps)
-            metrics["critic/vf_explained_var"] = explained_variance(values, returns, mask)
-            metrics["critic/values_mean"] = masked_mean(values, mask)
-            metrics["critic/returns_mean"] = masked_mean(returns, mask)
+            metrics["critic/vf_explained_var"] = self.ranks.explained_variance(
+                values, returns, mask
+            )
+            metrics["critic/values_mean"] = self.ranks.masked_mean(values, mask)
+            metrics["critic/returns_mean"] = self.ranks.masked_mean(returns, mask)
             metrics["critic/skipped_steps"] = float(self.skipped_steps["critic"])
 
         self.version += 1
@@ -217,12 +234,19 @@ class Learner:
         return {name: gradient_norm(params) for name, params in self._critic_norm_sets.items()}
 
     def _advantages(
-        self, batch: Batch, trajectories: Sequence[Trajectory], values: Tensor | None
+        self,
+        batch: Batch,
+        whole: Batch,
+        share: RankShare,
+        trajectories: Sequence[Trajectory],
+        values: Tensor | None,
     ) -> tuple[Tensor, Tensor | None]:
-        """`(advantages [B, T], critic targets [B, T] or None)` for the configured estimator.
+        """`(advantages [B, T], critic targets [B, T] or None)` of this rank's rows `batch`.
 
         Targets use `lambda_critic`; advantages use `lambda_actor` (or the length-adaptive lambda,
-        which applies to token GAE only: step GAE's lambda is one number per batch).
+        which applies to token GAE only: step GAE's lambda is one number per batch). GAE reads
+        each row alone; group and running-mean advantages read the scores of the `whole` batch
+        (and the running mean moves once per step, on every rank alike).
         """
         algo, mask = self.config.algo, batch.action_mask
         returns = None
@@ -243,12 +267,14 @@ class Learner:
             advantages, _ = step_gae(
                 batch.rewards, _need(values), mask, algo.gamma, algo.lambda_actor, algo.step_value
             )
-        elif algo.advantage == "group":
-            group_ids = group_id_tensor(trajectories).to(batch.scores.device)
-            advantages = broadcast_to_tokens(group_advantages(batch.scores, group_ids), mask)
         else:
-            assert self.baseline is not None
-            advantages = broadcast_to_tokens(self.baseline.advantages(batch.scores), mask)
+            if algo.advantage == "group":
+                scores = group_advantages(whole.scores, group_id_tensor(trajectories))
+            else:
+                assert self.baseline is not None
+                scores = self.baseline.advantages(whole.scores)
+            mine = scores[torch.tensor(share.rows, dtype=torch.long)].to(mask.device)
+            advantages = broadcast_to_tokens(mine, mask)
         return advantages, returns
 
     def _policy_forward(self, batch: Batch) -> tuple[Tensor, Tensor]:
@@ -269,28 +295,40 @@ class Learner:
         Packed (`pack=True`): the sequences run side by side in rows of nearly equal fill, so
         almost no padding is computed. Otherwise: length-sorted passes of padded rows, each
         trimmed to its longest. Both equal one padded full-batch pass up to float rounding.
+        With several ranks, each runs as many passes as the busiest one (FSDP2 gathers the
+        weights in every pass).
         """
         fn = mixed_precision_forward(fn, self.config.train.learner_precision, self.device)
         max_tokens = self.config.train.micro_batch_tokens
         if self.pack:
-            return packed_forward(
+            out = packed_forward(
                 lambda ids, pos: fn(ids, None, pos),
                 batch.input_ids,
                 batch.attention_mask,
                 max_tokens,
                 self.packing_cost,
             )
-        return chunked_forward(
-            lambda ids, attn: fn(ids, attn, None), batch.input_ids, batch.attention_mask, max_tokens
-        )
+        else:
+            out = chunked_forward(
+                lambda ids, attn: fn(ids, attn, None),
+                batch.input_ids,
+                batch.attention_mask,
+                max_tokens,
+            )
+        lengths = batch.attention_mask.sum(dim=1).tolist()
+        cost = self.packing_cost if self.pack else None
+        return self.ranks.match_passes(fn, out, lengths, max_tokens, cost)
 
     def _computed_padding_frac(self, batch: Batch) -> float:
-        """The fraction of the tokens each of this learner's forward passes computes that is padding."""
+        """The fraction of the tokens each of this learner's forward passes computes that is
+        padding (over every rank's passes)."""
         lengths = batch.attention_mask.sum(dim=1).tolist()
         max_tokens = self.config.train.micro_batch_tokens
         if self.pack:
-            return packed_padding_frac(lengths, max_tokens, self.packing_cost)
-        return chunked_padding_frac(lengths, max_tokens)
+            frac = packed_padding_frac(lengths, max_tokens, self.packing_cost)
+        else:
+            frac = chunked_padding_frac(lengths, max_tokens)
+        return self.ranks.padding_frac(sum(lengths), frac)
 
     def _to_device(self, batch: Batch) -> Batch:
         moved = {f.name: getattr(batch, f.name).to(self.device) for f in dataclasses.fields(batch)}

@@ -19,6 +19,7 @@ from sao.core.losses import value_loss
 from sao.core.metrics import explained_variance
 from sao.learner.chunking import packed_forward, packing_cost_for
 from sao.learner.optim import apply_gradients, build_optimizer
+from sao.learner.precision import enable_gradient_checkpointing, mixed_precision_forward
 from sao.models.critic import ValueModel
 from sao.models.packed_attention import use_packed_attention
 from sao.trajectory import Trajectory, collate
@@ -47,7 +48,8 @@ def pretrain_value(
     RL frozen attention keeps the critic stable as the policy drifts. The parameters' previous
     `requires_grad` flags are restored on return. The forwards run over packed sequences, with
     the critic switched to segment-by-segment attention where it accepts it
-    (`sao.models.packed_attention`).
+    (`sao.models.packed_attention`), on the critic's device (the caller puts it on the learner's)
+    in the learner's precision and with its gradient checkpointing (`config.train`).
 
     Mini-batches of `config.critic.pretrain.batch_size` trajectories are drawn in shuffled epochs
     (seeded by `config.train.seed`). The explained variance over the pretraining set uses each
@@ -70,6 +72,11 @@ def pretrain_value(
     latest_values: list[torch.Tensor | None] = [None] * len(trajectories)
     use_packed_attention(critic)
     packing_cost = packing_cost_for(critic)
+    if config.train.gradient_checkpointing:
+        enable_gradient_checkpointing(critic)
+    forward = mixed_precision_forward(
+        lambda ids, pos: critic(ids, None, pos), config.train.learner_precision, device
+    )
 
     was_trainable = {name: p.requires_grad for name, p in critic.named_parameters()}
     for param in critic.parameters():
@@ -88,7 +95,7 @@ def pretrain_value(
             chosen, order = order[:batch_size], order[batch_size:]
             batch = collate([trajectories[i] for i in chosen], pad_token_id)
             values = packed_forward(
-                lambda ids, pos: critic(ids, None, pos),
+                forward,
                 batch.input_ids.to(device),
                 batch.attention_mask.to(device),
                 config.train.micro_batch_tokens,

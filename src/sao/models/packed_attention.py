@@ -139,33 +139,35 @@ def _packed_segments(
     return segments
 
 
-def packed_mask(
-    batch_size: int,
-    q_length: int,
-    kv_length: int,
-    q_offset: int = 0,
-    kv_offset: int = 0,
-    attention_mask: Tensor | None = None,
-    **kwargs: object,
-) -> Tensor | None:
+def packed_mask(batch_size: int, **kwargs: object) -> Tensor | None:
     """No mask for calls without a padding mask and without a cache; `sdpa`'s mask otherwise.
 
     Without a padding mask and a cache the attention function reads the segments from the
     positions itself, so no `[W, W]` mask is built for it. Mask functions a model overlays on
     the causal one (image tokens of vision-language models) are not applied on that path: this
     attention is for text decoders such as Qwen3 and Qwen3-MoE.
+
+    transformers calls mask functions with keywords only, and which ones changed within 5.x: 5.0
+    gives the queries as `cache_position` (their absolute positions), 5.17 and later as
+    `q_length` and `q_offset`. Both are read here, and everything is passed on to `sdpa_mask`
+    unchanged, so it gets the keywords its own version expects.
     """
-    if attention_mask is None and q_offset == 0 and kv_offset == 0 and q_length == kv_length:
+    if kwargs.get("attention_mask") is None and _no_cache(kwargs):
         return None
-    return sdpa_mask(
-        batch_size=batch_size,
-        q_length=q_length,
-        kv_length=kv_length,
-        q_offset=q_offset,
-        kv_offset=kv_offset,
-        attention_mask=attention_mask,
-        **kwargs,
-    )
+    return sdpa_mask(batch_size=batch_size, **kwargs)
+
+
+def _no_cache(kwargs: dict[str, object]) -> bool:
+    """Whether a mask call's queries are the whole key range from position 0 (no cache)."""
+    kv_length, kv_offset = kwargs.get("kv_length"), kwargs.get("kv_offset", 0)
+    if "q_length" in kwargs:
+        q_length, q_offset = kwargs["q_length"], kwargs.get("q_offset", 0)
+    else:
+        positions = kwargs.get("cache_position")
+        if not isinstance(positions, Tensor) or positions.numel() == 0:
+            return False
+        q_length, q_offset = positions.numel(), int(positions[0])
+    return q_offset == 0 and kv_offset == 0 and q_length == kv_length
 
 
 AttentionInterface.register(PACKED_ATTENTION, packed_attention_forward)

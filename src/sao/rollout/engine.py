@@ -35,6 +35,7 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.cache_utils import Cache, DynamicLayer
 
+from sao.models.kernels import use_kernels
 from sao.rollout.kv_cache import SlotCache
 from sao.rollout.requests import (
     Completion,
@@ -88,6 +89,8 @@ class RolloutEngine:
             sequences under the new weights (one prefill), so later tokens are sampled from exactly
             the new policy. False keeps the old keys/values: cheaper, but later tokens then come
             from a mix of old context states and new weights, which neither version describes.
+        kernels: "auto" runs the copy on the fastest attention and experts kernels its device
+            has (`sao.models.kernels`), "eager" on the reference ones.
     """
 
     def __init__(
@@ -100,9 +103,11 @@ class RolloutEngine:
         seed: int = 0,
         version: int = 0,
         refresh_cache_on_update: bool = True,
+        kernels: str = "auto",
     ) -> None:
         check_engine_settings("RolloutEngine", max_batch, precision, list(PRECISIONS), version)
         self._model = copy.deepcopy(model).to(PRECISIONS[precision]).eval().requires_grad_(False)
+        use_kernels(self._model, kernels)
         for parameter in self._model.parameters():
             parameter.grad = None
         self._device = next(self._model.parameters()).device

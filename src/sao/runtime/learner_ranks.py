@@ -4,8 +4,10 @@ The driver is not a rank. It starts `learner_ranks` processes; each joins one pr
 on CPU, NCCL on CUDA, rank r on `cuda:r`) and builds the same `Learner`, whose models
 `sao.learner.sharding` then shards across the ranks. Each call the run loop makes (`step`,
 `policy_state_dict`, `state_dict`, `load_state_dict`) is a collective, so it goes to every rank
-and rank 0's answer comes back. Every rank trains on the whole batch: the ranks split the models'
-memory (weights, gradients, Adam moments), not the batch, so a step is the one-process step.
+and rank 0's answer comes back. Every rank receives the whole batch and trains its token-balanced
+part of each update, normalising every loss over the whole batch (`sao.learner.data_parallel`):
+the ranks split the work and the models' memory (weights, gradients, Adam moments), and a step is
+the one-process step. Its metrics are the whole batch's, the same on every rank.
 
 The driver keeps a whole copy of the policy for held-out evals and the final save, refreshed from
 the ranks only when the version has moved (as `RemoteLearner` does under Ray). A rank that fails
