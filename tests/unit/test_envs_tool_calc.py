@@ -184,3 +184,12 @@ def test_tasks_carry_a_prompt_ending_in_a_newline_and_the_reference_expression()
         assert evaluate(t.meta["expression"]) == t.answer
     assert {t.meta["difficulty"] for t in train} == {1, 2, 3, 4}
     assert {t.meta["difficulty"] for t in ToolCalcTaskSource(difficulties=2).train(20, 0)} == {2}
+
+
+def test_the_declared_tool_is_the_one_the_environment_accepts() -> None:
+    from sao.envs.tool_calc import TOOL_SPEC
+
+    function = TOOL_SPEC["function"]
+    assert TOOL_SPEC["type"] == "function" and function["parameters"]["required"] == ["expression"]
+    call = render_call("6*7").replace("calculator", function["name"])
+    assert parse_reply(call).kind == "call"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sao.envs.base import Task
 from sao.envs.text_protocol import numbers_match, parse_number
@@ -22,7 +22,7 @@ ARGUMENT = "expression"
 CALL_FORMAT = tool_call_format("sao")
 
 # The OpenAI `tools` entry a client declares for the calculator.
-TOOL_SPEC: dict = {
+TOOL_SPEC: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": TOOL_NAME,
