@@ -68,6 +68,14 @@ def test_simulate_agent_refuses_settings_it_cannot_honour(flags, message, capsys
     assert message in err and err.count("\n") == 1
 
 
+def test_simulate_without_agent_points_tool_calc_at_it(capsys):
+    assert main(["simulate", "--url", "http://127.0.0.1:9", "--env", "tool_calc"]) == 2
+    assert capsys.readouterr().err == (
+        "sao simulate: --env tool_calc: simulated users exist for style_stream "
+        "(tool_calc's users are agents: pass --agent)\n"
+    )
+
+
 def test_simulate_agent_names_are_checked(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["simulate", "--url", "http://127.0.0.1:9", "--agent", "crewai"])

@@ -138,7 +138,10 @@ def simulate(
     import openai
 
     if env not in SUPPORTED_ENVS:
-        raise ValueError(f"--env {env}: simulated users exist for {', '.join(SUPPORTED_ENVS)}")
+        hint = " (tool_calc's users are agents: pass --agent)" if env == "tool_calc" else ""
+        raise ValueError(
+            f"--env {env}: simulated users exist for {', '.join(SUPPORTED_ENVS)}{hint}"
+        )
     for name, value in (("requests", requests), ("concurrency", concurrency), ("window", window)):
         if value < 1:
             raise ValueError(f"--{name}: must be >= 1, got {value}")
