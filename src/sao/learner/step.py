@@ -31,7 +31,7 @@ from sao.core.advantages import (
     whiten,
 )
 from sao.core.losses import value_loss
-from sao.core.metrics import explained_variance, masked_mean
+from sao.core.metrics import explained_variance, masked_mean, masked_variance
 from sao.learner.actor_update import dis_update, ppo_update
 from sao.learner.chunking import (
     chunked_forward,
@@ -197,7 +197,11 @@ class Learner:
             # Loss, clip fraction and gradient norm: means over the K updates.
             for key in critic_steps[0]:
                 metrics[key] = sum(m[key] for m in critic_steps) / len(critic_steps)
+            # Over action tokens, with the values the advantages used (before this step's
+            # critic updates): a held-out measure. Its denominator moves with the reward rate
+            # and the trajectories' lengths, so it is logged too.
             metrics["critic/vf_explained_var"] = explained_variance(values, returns, mask)
+            metrics["critic/returns_var"] = masked_variance(returns, mask)
             metrics["critic/values_mean"] = masked_mean(values, mask)
             metrics["critic/returns_mean"] = masked_mean(returns, mask)
             metrics["critic/skipped_steps"] = float(self.skipped_steps["critic"])
