@@ -14,6 +14,7 @@ from transformers import (
 from sao.config import ConfigError, load_config
 from sao.core.metrics import explained_variance
 from sao.learner import monte_carlo_returns, pretrain_value
+from sao.learner.value_pretrain import split_holdout
 from sao.models.critic import ValueModel, freeze_modules
 from sao.trajectory import Trajectory, collate
 
@@ -267,3 +268,27 @@ def test_a_held_out_slice_stops_at_the_threshold_when_the_returns_are_predictabl
 def test_holdout_must_leave_trajectories_to_train_on():
     with pytest.raises(ConfigError, match="holdout_trajectories: must be below num_trajectories"):
         load_config("sao", overrides=["critic.pretrain.holdout_trajectories=256"])
+
+
+def test_the_held_out_slice_is_drawn_not_the_first_to_finish():
+    # An agent loop returns episodes in the order they finished: shortest first.
+    by_length = [
+        Trajectory(
+            token_ids=[1] * (n + 1),
+            action_mask=[0] + [1] * n,
+            rollout_logprobs=[0.0] + [-1.0] * n,
+            policy_versions=[-1] + [0] * n,
+            reward=0.0,
+        )
+        for n in range(1, 65)
+    ]
+    held_out, rest = split_holdout(by_length, 8, seed=0)
+    lengths = sorted(len(t) for t in held_out)
+    assert len(held_out) == 8 and len(rest) == 56
+    assert sorted(lengths + [len(t) for t in rest]) == list(range(2, 66))
+    assert lengths != list(range(2, 10))  # not the eight shortest
+    assert [len(t) for t in rest] == sorted(len(t) for t in rest)  # the rest keep their order
+    assert split_holdout(by_length, 8, seed=0)[0] == held_out
+    assert split_holdout(by_length, 8, seed=1)[0] != held_out
+    with pytest.raises(ValueError, match="holdout must be in"):
+        split_holdout(by_length, 64, seed=0)

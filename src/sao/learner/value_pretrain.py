@@ -58,10 +58,10 @@ def pretrain_value(
     it counts only once every trajectory has been seen, and lags the weights by up to one epoch.
     From the second epoch on it is measured on trajectories already trained on.
 
-    With `config.critic.pretrain.holdout_trajectories = H > 0`, the first `H` trajectories (drawn
-    like all the others, so as random as any) are held out: never trained on, run forward without
-    a gradient after every epoch and at the last step, and the threshold is checked against their
-    explained variance instead.
+    With `config.critic.pretrain.holdout_trajectories = H > 0`, `H` trajectories chosen at random
+    (`split_holdout`) are held out: never trained on, run forward without a gradient after every
+    epoch and at the last step, and the threshold is checked against their explained variance
+    instead.
 
     Returns:
         One dict per step: `step` (1-based), `critic/vf_loss` (the mini-batch's),
@@ -80,7 +80,7 @@ def pretrain_value(
             f"pretrain_value: holdout_trajectories={holdout} leaves none of the "
             f"{len(trajectories)} trajectories to train on"
         )
-    held_out, trajectories = list(trajectories[:holdout]), list(trajectories[holdout:])
+    held_out, trajectories = split_holdout(trajectories, holdout, config.train.seed)
     device = next(critic.parameters()).device
     returns = [monte_carlo_returns(t, algo.gamma).to(device) for t in trajectories]
     masks = [torch.tensor(t.action_mask, device=device, dtype=torch.float) for t in trajectories]
@@ -146,6 +146,26 @@ def pretrain_value(
         for name, param in critic.named_parameters():
             param.requires_grad_(was_trainable[name])
     return curve
+
+
+def split_holdout(
+    trajectories: Sequence[Trajectory], holdout: int, seed: int
+) -> tuple[list[Trajectory], list[Trajectory]]:
+    """`(held_out, rest)`: `holdout` trajectories drawn by a seeded permutation, and the others in
+    their given order. Drawn, not the first ones: an agent loop returns its episodes in the order
+    they finished, so the first are the shortest (quick answers, early submits)."""
+    if not 0 <= holdout < len(trajectories):
+        raise ValueError(
+            f"split_holdout: holdout must be in [0, {len(trajectories)}), got {holdout}"
+        )
+    chosen = set(
+        torch.randperm(len(trajectories), generator=torch.Generator().manual_seed(seed))[
+            :holdout
+        ].tolist()
+    )
+    held_out = [t for i, t in enumerate(trajectories) if i in chosen]
+    rest = [t for i, t in enumerate(trajectories) if i not in chosen]
+    return held_out, rest
 
 
 def held_out_explained_variance(
