@@ -60,7 +60,7 @@ class ModelConfig(_Section):
 
 class EnvConfig(_Section):
     name: str = "calc"
-    """Environment: calc, code_repair, style_stream, or reasoning_gym:<dataset>."""
+    """Environment: calc, tool_calc, code_repair, style_stream, or reasoning_gym:<dataset>."""
     max_turns: int = Field(4, ge=1, le=300)
     """Agent turns before a trajectory ends with reward 0 (end reason `max_turns`)."""
     max_tokens: int = Field(384, ge=8, le=131072)

@@ -63,7 +63,13 @@ def test_calc_is_built_in() -> None:
     source = registry.make_task_source("calc", difficulties=(2,))
     assert isinstance(source, CalcTaskSource)
     assert {t.meta["difficulty"] for t in source.train(20, seed=0)} == {2}
-    assert registry.known_env_names() == ["calc", "code_repair", "reasoning_gym", "style_stream"]
+    assert registry.known_env_names() == [
+        "calc",
+        "code_repair",
+        "reasoning_gym",
+        "style_stream",
+        "tool_calc",
+    ]
 
 
 def test_every_built_in_registration_is_complete() -> None:
@@ -75,7 +81,7 @@ def test_every_built_in_registration_is_complete() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["calc", "code_repair", "style_stream", "reasoning_gym:basic_arithmetic"]
+    "name", ["calc", "code_repair", "style_stream", "tool_calc", "reasoning_gym:basic_arithmetic"]
 )
 def test_every_teacher_returns_teacher_trajectories_played_by_its_environment(name: str) -> None:
     registration = registry.registration_for(name)
@@ -97,7 +103,7 @@ def test_listing_names_imports_no_environment() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     names, imported = out.stdout.splitlines()
-    assert names == "['calc', 'code_repair', 'reasoning_gym', 'style_stream']"
+    assert names == "['calc', 'code_repair', 'reasoning_gym', 'style_stream', 'tool_calc']"
     assert imported == "[]"
 
 

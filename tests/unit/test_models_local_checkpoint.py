@@ -21,7 +21,7 @@ from sao.rollout.requests import Completion, SamplingParams
 from sao.tags import ALL_TAGS
 from sao.warmstart import collate_demonstrations, sft_loss, warm_start
 
-BUILT_IN_ENVS = ("calc", "code_repair", "style_stream", "reasoning_gym:chain_sum")
+BUILT_IN_ENVS = ("calc", "code_repair", "style_stream", "tool_calc", "reasoning_gym:chain_sum")
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """Environments: the text protocol, task sources, the registry, and one package per built-in
-environment (`calc`, `code_repair`, `style_stream`, `reasoning_gym`)."""
+environment (`calc`, `tool_calc`, `code_repair`, `style_stream`, `reasoning_gym`)."""
 
 from sao.envs.base import (
     END_ANSWER,

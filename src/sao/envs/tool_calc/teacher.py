@@ -1,0 +1,138 @@
+"""A scripted, deliberately imperfect teacher for `tool_calc`, whose demonstrations seed SFT.
+
+Every demonstration has one of two shapes, always the same characters in the same order:
+
+    with the tool:     <tool>{"name": "calculator", "arguments": {"expression": "EXPR"}}</tool><output>OUT</output><answer>OUT</answer>
+    without the tool:  <answer>GUESS</answer>
+
+`EXPR` is the task's reference expression (numbers in the order the question states them), `OUT`
+is what the calculator returned, copied verbatim into the answer. The observations come from
+`ToolCalcEnv.step`, so the demonstrations show exactly what the policy sees during RL and what
+`sao serve` renders for an agent's messages.
+
+Imperfection knobs, as in `calc`'s teacher, so a student that imitates it is sometimes wrong and
+RL has room to teach it to always call the tool and to write the expression carefully:
+
+- `p_no_tool`: probability of answering at once by mental arithmetic.
+- `mental_accuracy[d]`: probability a mental answer at difficulty `d` is right; otherwise one
+  digit is wrong.
+- `p_slip`: probability the expression has a slip (one wrong digit or one swapped `+ - *`); the
+  copied result, hence the answer, is then wrong.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sao.envs.base import Task
+from sao.envs.calc.problems import DIFFICULTIES
+from sao.envs.calc.teacher import DEFAULT_MENTAL_ACCURACY, slip_expression
+from sao.envs.demonstration import TeacherTrajectory, Turn, probability
+from sao.envs.tool_calc.env import ToolCalcEnv
+from sao.envs.tool_calc.protocol import render_call
+from sao.envs.tool_calc.tasks import ToolCalcTaskSource
+from sao.tags import ANSWER_CLOSE, ANSWER_OPEN, OUTPUT_CLOSE, OUTPUT_OPEN
+
+
+@dataclass(frozen=True)
+class ToolCalcDemonstration(TeacherTrajectory):
+    """A full teacher trajectory for one task.
+
+    Attributes:
+        task: the task.
+        turns: the replies and observations, in order; the last reply is the answer.
+        reward: the environment's reward for the final answer.
+        used_tool: whether the teacher called the calculator.
+        slipped: whether the teacher's expression had a deliberate slip.
+    """
+
+    used_tool: bool
+    slipped: bool
+
+
+class ToolCalcTeacher:
+    """Writes `tool_calc` demonstrations with controlled mistakes.
+
+    Args:
+        p_no_tool: probability of answering without the tool.
+        p_slip: probability of a slip in the expression sent to the calculator.
+        mental_accuracy: per difficulty, probability that a no-tool answer is right (defaults to
+            `calc`'s).
+        env: the environment that produces observations; a default `ToolCalcEnv`.
+    """
+
+    def __init__(
+        self,
+        p_no_tool: float = 0.2,
+        p_slip: float = 0.1,
+        mental_accuracy: Mapping[int, float] | None = None,
+        env: ToolCalcEnv | None = None,
+    ) -> None:
+        self.p_no_tool = probability("p_no_tool", p_no_tool)
+        self.p_slip = probability("p_slip", p_slip)
+        accuracy = dict(DEFAULT_MENTAL_ACCURACY if mental_accuracy is None else mental_accuracy)
+        missing = [d for d in DIFFICULTIES if d not in accuracy]
+        if missing:
+            raise ValueError(f"mental_accuracy: missing difficulties {missing}")
+        self.mental_accuracy = {
+            d: probability(f"mental_accuracy[{d}]", p) for d, p in accuracy.items()
+        }
+        self.env = env if env is not None else ToolCalcEnv()
+
+    def demonstrate(self, task: Task, rng: random.Random) -> ToolCalcDemonstration:
+        """Play `task` through the environment and return the trajectory."""
+        expression = task.meta.get("expression")
+        difficulty = task.meta.get("difficulty")
+        if not isinstance(expression, str) or difficulty not in self.mental_accuracy:
+            raise ValueError(
+                f"task.meta: needs 'expression' (str) and 'difficulty' in "
+                f"{sorted(self.mental_accuracy)}, got {task.meta!r}"
+            )
+        self.env.reset(task)
+        turns: list[Turn] = []
+        used_tool = rng.random() >= self.p_no_tool
+        slipped = used_tool and rng.random() < self.p_slip
+        if used_tool:
+            sent = slip_expression(expression, rng) if slipped else expression
+            result = self.env.step(render_call(sent))
+            turns.append(Turn(render_call(sent), result.observation))
+            if result.done:
+                return ToolCalcDemonstration(task, tuple(turns), result.reward, used_tool, slipped)
+            answer = result.observation.removeprefix(OUTPUT_OPEN).removesuffix(OUTPUT_CLOSE)
+        elif rng.random() < self.mental_accuracy[difficulty]:
+            answer = task.answer
+        else:
+            # The answer is a bare number, so its slip is one wrong digit.
+            answer = slip_expression(task.answer, rng)
+        action = f"{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
+        result = self.env.step(action)
+        turns.append(Turn(action, result.observation))
+        return ToolCalcDemonstration(task, tuple(turns), result.reward, used_tool, slipped)
+
+
+def demonstrations(
+    n: int,
+    seed: int,
+    *,
+    split: str = "train",
+    difficulties: Sequence[int] = DIFFICULTIES,
+    teacher: ToolCalcTeacher | None = None,
+) -> list[ToolCalcDemonstration]:
+    """`n` teacher demonstrations on `tool_calc` tasks of `split`, deterministic in `seed`.
+
+    Args:
+        n: number of demonstrations.
+        seed: seeds both the tasks and the teacher's choices.
+        split: `"train"` (for SFT) or `"test"`.
+        difficulties: levels to draw tasks from.
+        teacher: the teacher; a default `ToolCalcTeacher` when None.
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
+    source = ToolCalcTaskSource(difficulties=difficulties)
+    tasks = source.train(n, seed) if split == "train" else source.test(n, seed)
+    teacher = teacher if teacher is not None else ToolCalcTeacher()
+    rng = random.Random(seed * 7919 + 17)
+    return [teacher.demonstrate(task, rng) for task in tasks]
