@@ -152,6 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_flags(serve)
     add_serve_arguments(serve)
     add_simulate_arguments(sub.add_parser("simulate", help="simulated users against `sao serve`"))
+    export = sub.add_parser(
+        "export", help="the policy a `sao serve` database has trained, as a policy directory"
+    )
+    _add_common_flags(export)
+    export.add_argument("--db", required=True, help="the server's SQLite file (read-only)")
+    export.add_argument("--model", required=True, help="the policy directory the server served")
+    export.add_argument("--out", required=True, help="new policy directory to write")
 
     presets = sub.add_parser("presets", help="list the presets (SAO and its baselines)")
     _add_common_flags(presets)
@@ -269,6 +276,8 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         check_trainable(config)
         check_one_learner_process(config, "sao serve")
         return run_serve_command(config, args)
+    if args.command == "export":
+        return _export(args, prog)
     if args.command == "simulate":
         from sao.serve.cli import run_simulate_command
 
@@ -327,6 +336,20 @@ def _eval(args: argparse.Namespace, prog: str) -> int:
         samples=args.samples,
         baseline=args.baseline,
     )
+
+
+def _export(args: argparse.Namespace, prog: str) -> int:
+    model = check_policy_dir(args.model, "--model")
+    out = check_output_dir(args.out, "--out")
+    from sao.serve.export import export_policy  # torch loads only after every check passed
+
+    try:
+        version = export_policy(Path(args.db), Path(model), Path(out))
+    except ValueError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2
+    print(f"{prog}: policy version {version} written to {out}", file=sys.stderr)
+    return 0
 
 
 def _train(args: argparse.Namespace, prog: str) -> int:

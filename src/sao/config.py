@@ -153,9 +153,14 @@ class ValuePretrainConfig(_Section):
     max_steps: int = Field(200, ge=0)
     """Critic optimizer steps at most."""
     ev_threshold: float = Field(0.5, le=1.0)
-    """Stop once explained variance on the pretraining data passes this."""
+    """Stop once explained variance passes this: on the held-out trajectories when
+    `holdout_trajectories` > 0, else on the training trajectories (see below)."""
     batch_size: int = Field(32, ge=1)
     """Trajectories per pretraining step."""
+    holdout_trajectories: int = Field(0, ge=0)
+    """Of the `num_trajectories`, how many the critic never trains on: its explained variance on
+    them is measured after every epoch over the rest, and the threshold is checked against that.
+    0 checks it against the training trajectories themselves, which memorising can pass."""
 
 
 class CriticConfig(_Section):
@@ -300,6 +305,12 @@ class SAOConfig(_Section):
             raise ValueError(
                 "algo.ppo_minibatches/ppo_epochs: only policy_loss=ppo_clip takes mini-batches; "
                 "DIS takes one update per batch against the rollout log-probs"
+            )
+        pretrain = self.critic.pretrain
+        if pretrain.num_trajectories and pretrain.holdout_trajectories >= pretrain.num_trajectories:
+            raise ValueError(
+                f"critic.pretrain.holdout_trajectories: must be below num_trajectories "
+                f"({pretrain.num_trajectories}), got {pretrain.holdout_trajectories}"
             )
         if self.algo.advantage == "group" and self.rollout.group_size < 2:
             raise ValueError("rollout.group_size: group advantages need group_size >= 2")

@@ -11,10 +11,12 @@ from transformers import (
     Qwen3MoeForCausalLM,
 )
 
-from sao.config import load_config
+from sao.config import ConfigError, load_config
+from sao.core.metrics import explained_variance
 from sao.learner import monte_carlo_returns, pretrain_value
+from sao.learner.value_pretrain import split_holdout
 from sao.models.critic import ValueModel, freeze_modules
-from sao.trajectory import Trajectory
+from sao.trajectory import Trajectory, collate
 
 VOCAB = 100
 SMALL = {"vocab_size": VOCAB, "hidden_size": 64, "num_hidden_layers": 2}
@@ -186,3 +188,107 @@ def test_value_pretraining_raises_explained_variance_until_the_threshold():
     assert not torch.equal(critic.backbone.layers[0].self_attn.q_proj.weight, attention_before)
     frozen = {n for n, p in critic.named_parameters() if not p.requires_grad}
     assert frozen and all(".self_attn." in n for n in frozen)
+
+
+def noise_task(count: int, seed: int) -> list[Trajectory]:
+    """Rewards drawn independently of every token: nothing generalises, only memorising fits."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(count):
+        ids = torch.randint(20, VOCAB, (11,), generator=gen).tolist()
+        out.append(
+            Trajectory(
+                token_ids=ids,
+                action_mask=[0] * 3 + [1] * 8,
+                rollout_logprobs=[0.0] * 3 + [-1.0] * 8,
+                policy_versions=[-1] * 3 + [0] * 8,
+                reward=float(torch.rand(1, generator=gen) < 0.5),
+            )
+        )
+    return out
+
+
+def _pretrain_config(holdout: int, max_steps: int, lr: str = "5e-4") -> object:
+    return load_config(
+        "sao",
+        overrides=[
+            f"critic.optim.lr={lr}",
+            "critic.pretrain.batch_size=16",
+            f"critic.pretrain.max_steps={max_steps}",
+            f"critic.pretrain.holdout_trajectories={holdout}",
+        ],
+    )
+
+
+def test_the_training_set_explained_variance_passes_the_threshold_by_memorising():
+    # The preset's critic learning rate, 64 trajectories of pure-noise rewards: the explained
+    # variance over the trajectories trained on passes 0.5 within a few epochs, while on 64 new
+    # ones it is far below 0 (the critic learnt nothing that carries over).
+    critic = ValueModel.from_policy(moe_policy())
+    config = _pretrain_config(holdout=0, max_steps=60)
+    curve = pretrain_value(critic, noise_task(64, seed=1), config, pad_token_id=0, progress=False)
+    assert len(curve) < 60 and curve[-1]["critic/vf_explained_var"] >= 0.5
+    assert "critic/vf_explained_var_heldout" not in curve[-1]
+    fresh = noise_task(64, seed=2)
+    batch = collate(fresh)
+    with torch.no_grad():
+        values = critic(batch.input_ids, batch.attention_mask)
+    returns = torch.stack([monte_carlo_returns(t, 1.0) for t in fresh])
+    assert explained_variance(values, returns, batch.action_mask) < 0.0
+
+
+def test_a_held_out_slice_refuses_to_stop_on_memorised_noise():
+    critic = ValueModel.from_policy(moe_policy())
+    config = _pretrain_config(holdout=16, max_steps=24)  # 64 trained on: 4 steps an epoch
+    curve = pretrain_value(critic, noise_task(80, seed=1), config, pad_token_id=0, progress=False)
+    assert len(curve) == 24  # the step budget, not the threshold, ended it
+    assert curve[-1]["critic/vf_explained_var"] >= 0.5  # the training set's own would have stopped
+    measured = [row["step"] for row in curve if "critic/vf_explained_var_heldout" in row]
+    assert measured == [4.0, 8.0, 12.0, 16.0, 20.0, 24.0]
+    assert max(row.get("critic/vf_explained_var_heldout", -1.0) for row in curve) < 0.1
+
+
+def test_a_held_out_slice_stops_at_the_threshold_when_the_returns_are_predictable():
+    critic = ValueModel.from_policy(moe_policy())
+    config = load_config(
+        "sao",
+        overrides=[
+            "critic.optim.lr=3e-3",
+            "critic.pretrain.batch_size=16",
+            "critic.pretrain.max_steps=60",
+            "critic.pretrain.ev_threshold=0.8",
+            "critic.pretrain.holdout_trajectories=8",
+        ],
+    )
+    curve = pretrain_value(critic, predictable_task(40), config, pad_token_id=0, progress=False)
+    assert len(curve) < 60 and len(curve) % 2 == 0  # 32 trained on: 2 steps an epoch
+    assert curve[-1]["critic/vf_explained_var_heldout"] >= 0.8
+
+
+def test_holdout_must_leave_trajectories_to_train_on():
+    with pytest.raises(ConfigError, match="holdout_trajectories: must be below num_trajectories"):
+        load_config("sao", overrides=["critic.pretrain.holdout_trajectories=256"])
+
+
+def test_the_held_out_slice_is_drawn_not_the_first_to_finish():
+    # An agent loop returns episodes in the order they finished: shortest first.
+    by_length = [
+        Trajectory(
+            token_ids=[1] * (n + 1),
+            action_mask=[0] + [1] * n,
+            rollout_logprobs=[0.0] + [-1.0] * n,
+            policy_versions=[-1] + [0] * n,
+            reward=0.0,
+        )
+        for n in range(1, 65)
+    ]
+    held_out, rest = split_holdout(by_length, 8, seed=0)
+    lengths = sorted(len(t) for t in held_out)
+    assert len(held_out) == 8 and len(rest) == 56
+    assert sorted(lengths + [len(t) for t in rest]) == list(range(2, 66))
+    assert lengths != list(range(2, 10))  # not the eight shortest
+    assert [len(t) for t in rest] == sorted(len(t) for t in rest)  # the rest keep their order
+    assert split_holdout(by_length, 8, seed=0)[0] == held_out
+    assert split_holdout(by_length, 8, seed=1)[0] != held_out
+    with pytest.raises(ValueError, match="holdout must be in"):
+        split_holdout(by_length, 64, seed=0)

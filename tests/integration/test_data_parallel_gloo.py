@@ -48,6 +48,7 @@ COMPARED = (
     "critic/vf_loss",
     "critic/grad_norm",
     "critic/vf_explained_var",
+    "critic/returns_var",
     "critic/values_mean",
     "critic/returns_mean",
     "learner/rank_tokens_total",

@@ -15,8 +15,8 @@ from sao.envs.tool_calc.calculator import evaluate
 from sao.envs.tool_calc.teacher import ToolCalcTeacher, demonstrations
 from sao.models.tokenizer import build_tokenizer
 from sao.presets import leaf_items
-from sao.rollout.rendering import TurnRenderer
-from sao.serve.chat_format import render_ids
+from sao.rollout.rendering import MessageRenderer, TurnRenderer
+from sao.tool_calls import tool_call_format
 
 TOOL_DEMO = re.compile(
     r'Q: [^\n]+\n<tool>\{"name": "calculator", "arguments": \{"expression": "([^"]+)"\}\}</tool>'
@@ -81,18 +81,31 @@ def test_a_demonstration_renders_to_exact_tiny_tokenizer_ids() -> None:
 
 
 def test_demonstrations_render_as_sao_serve_renders_the_agents_messages() -> None:
-    """The ids SFT trains on are the ids the server builds from an OpenAI agent's messages."""
+    """The ids SFT trains on are the ids the server builds from an OpenAI agent's messages:
+    the question, each call as `tool_calls` with null content, each result as a `tool` message."""
     tokenizer = build_tokenizer()
     renderer = TurnRenderer(tokenizer)
+    serving = MessageRenderer(tokenizer, tool_call_format("sao"))
     for demo in demonstrations(100, seed=4):
         # The agent sends the question without its newline; the server adds it.
         messages = [{"role": "user", "content": demo.task.prompt.removesuffix("\n")}]
-        for turn in demo.turns:
-            messages.append({"role": "assistant", "content": turn.action})
-            if turn.observation:
-                result = evaluate(json.loads(turn.action[6:-7])["arguments"]["expression"])
-                messages.append({"role": "tool", "content": result})
-        assert renderer.demonstration(demo.segments())[0] == render_ids(messages, tokenizer)
+        for number, turn in enumerate(demo.turns):
+            if not turn.observation:
+                messages.append({"role": "assistant", "content": turn.action})
+                continue
+            arguments = json.loads(turn.action[6:-7])["arguments"]
+            call = {"name": "calculator", "arguments": json.dumps(arguments, separators=(",", ":"))}
+            call_id = f"call_{number}"
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": call_id, "type": "function", "function": call}],
+                }
+            )
+            result = evaluate(arguments["expression"])
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+        assert renderer.demonstration(demo.segments())[0] == serving.conversation_ids(messages)
 
 
 def test_registry_lists_and_builds_it() -> None:

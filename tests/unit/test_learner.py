@@ -8,11 +8,12 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 from sao.config import PRESETS, load_config
+from sao.core.metrics import explained_variance
 from sao.learner import Learner, apply_gradients, build_optimizer, group_id_tensor
 from sao.learner.chunking import packed_padding_frac
 from sao.models.critic import ValueModel
 from sao.models.policy import token_logprobs
-from sao.trajectory import Trajectory
+from sao.trajectory import Trajectory, collate
 
 VOCAB = 100
 FAST_LR = ["actor.lr=1e-3", "critic.optim.lr=1e-3"]
@@ -195,6 +196,7 @@ PRESET_KEYS = {
 CRITIC_KEYS = {
     "critic/vf_loss",
     "critic/vf_explained_var",
+    "critic/returns_var",
     "critic/grad_norm",
     "critic/grad_norm_shared",
     "critic/grad_norm_all",
@@ -233,6 +235,27 @@ def test_every_preset_runs_a_step_with_finite_metrics(preset, overrides):
     assert config.critic.enabled or not any(k.startswith("critic/") for k in metrics)
     assert all(math.isfinite(v) for v in metrics.values()), metrics
     assert metrics["rollout/reward_mean"] == 0.5 and metrics["rollout/turns_mean"] == 2.0
+
+
+def test_critic_metrics_use_the_values_before_the_update_over_action_tokens():
+    policy = moe_policy()
+    trajectories = make_trajectories(policy, 6)  # rewards 0, 1, 0, 1, 0, 1 at the last token
+    learner = Learner(policy, load_config("sao"))
+    batch = collate(trajectories)
+    with torch.no_grad():
+        before = learner.critic(batch.input_ids, batch.attention_mask)
+    metrics = learner.step(trajectories)
+    # Outcome rewards with gamma 1: every action token's return is its trajectory's reward, so
+    # the token-weighted Var(R) is p(1 - p), p the share of action tokens in rewarded rows.
+    tokens = torch.tensor([t.num_action_tokens for t in trajectories], dtype=torch.float)
+    p = float(tokens[1::2].sum() / tokens.sum())
+    assert metrics["critic/returns_var"] == pytest.approx(p * (1 - p), rel=1e-6)
+    returns = batch.rewards.flip(1).cumsum(1).flip(1) * batch.action_mask
+    expected = explained_variance(before, returns, batch.action_mask)
+    assert metrics["critic/vf_explained_var"] == pytest.approx(expected, rel=1e-4, abs=1e-6)
+    with torch.no_grad():
+        after = learner.critic(batch.input_ids, batch.attention_mask)
+    assert explained_variance(after, returns, batch.action_mask) != pytest.approx(expected)
 
 
 def test_grpo_loss_is_minus_the_token_mean_of_group_advantages():

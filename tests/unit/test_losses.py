@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sao.core.losses import aggregate, dis_policy_loss, ppo_clip_policy_loss, value_loss
-from sao.core.metrics import explained_variance
+from sao.core.metrics import explained_variance, masked_variance
 
 
 def test_dis_hand_computed_loss_gradient_and_metrics():
@@ -92,3 +92,14 @@ def test_explained_variance():
     values = torch.tensor([[3.0, 2.0, 1.0, 0.0]])
     assert explained_variance(values, returns, mask) == pytest.approx(-3.0)
     assert math.isnan(explained_variance(returns, torch.ones(1, 4), mask))
+
+
+def test_masked_variance_is_the_denominator_of_explained_variance():
+    returns = torch.tensor([[1.0, 2.0, 3.0, 99.0]])
+    mask = torch.tensor([[1, 1, 1, 0]])
+    assert masked_variance(returns, mask) == pytest.approx(2.0 / 3.0)
+    # (1 - EV) * Var(R) is the residuals' variance: 8/3 for the reversed values above.
+    values = torch.tensor([[3.0, 2.0, 1.0, 0.0]])
+    ev = explained_variance(values, returns, mask)
+    assert (1.0 - ev) * masked_variance(returns, mask) == pytest.approx(8.0 / 3.0)
+    assert math.isnan(masked_variance(returns, torch.tensor([[0, 1, 0, 0]])))

@@ -27,6 +27,17 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     return float(1.0 - (r - v).var(unbiased=False) / var_r)
 
 
+def masked_variance(x: torch.Tensor, mask: torch.Tensor) -> float:
+    """Population variance of `x` over positions where `mask > 0`, each position weighted equally
+    (NaN when there are fewer than 2): the denominator of `explained_variance`, logged beside it
+    as `critic/returns_var` so that `(1 - EV) * Var(R)`, the critic's error variance, can be
+    followed across steps whose returns spread differently."""
+    m = mask > 0
+    if m.sum() < 2:
+        return math.nan
+    return float(x[m].double().var(unbiased=False))
+
+
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
     """Mean of `x` over positions where `mask > 0` (0 when there are none)."""
     m = mask > 0

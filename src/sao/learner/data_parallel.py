@@ -29,7 +29,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from sao.core.advantages import whiten
-from sao.core.metrics import explained_variance, masked_mean
+from sao.core.metrics import explained_variance, masked_mean, masked_variance
 from sao.learner.chunking import Outputs, PackingCost, length_chunks, plan_packing
 from sao.learner.sharding import world_size
 from sao.trajectory import Batch
@@ -262,6 +262,17 @@ class RankGroup:
         m = mask > 0
         total, count = self.sum([float(x[m].double().sum()), float(m.sum())])
         return total / count if count > 0 else 0.0
+
+    def masked_variance(self, x: Tensor, mask: Tensor) -> float:
+        """`masked_variance` over the whole batch."""
+        if self.size == 1:
+            return masked_variance(x, mask)
+        m = mask > 0
+        total, count = self.sum([float(x[m].double().sum()), float(m.sum())])
+        if count < 2:
+            return math.nan
+        (squares,) = self.sum([float(((x[m].double() - total / count) ** 2).sum())])
+        return squares / count
 
     def whiten(self, x: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
         """`whiten` with the whole batch's mean and variance."""

@@ -212,9 +212,13 @@ class Learner:
             # Loss, clip fraction and gradient norm: means over the K updates.
             for key in critic_steps[0]:
                 metrics[key] = sum(m[key] for m in critic_steps) / len(critic_steps)
+            # Over action tokens, with the values the advantages used (before this step's
+            # critic updates): a held-out measure. Its denominator moves with the reward rate
+            # and the trajectories' lengths, so it is logged too.
             metrics["critic/vf_explained_var"] = self.ranks.explained_variance(
                 values, returns, mask
             )
+            metrics["critic/returns_var"] = self.ranks.masked_variance(returns, mask)
             metrics["critic/values_mean"] = self.ranks.masked_mean(values, mask)
             metrics["critic/returns_mean"] = self.ranks.masked_mean(returns, mask)
             metrics["critic/skipped_steps"] = float(self.skipped_steps["critic"])

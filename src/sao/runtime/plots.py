@@ -45,7 +45,10 @@ def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float
 
 
 PRETRAIN_PANELS: dict[str, tuple[str, list[str]]] = {
-    "value_pretrain.png": ("value pretraining", ["critic/vf_explained_var", "critic/vf_loss"]),
+    "value_pretrain.png": (
+        "value pretraining",
+        ["critic/vf_explained_var", "critic/vf_explained_var_heldout", "critic/vf_loss"],
+    ),
 }
 
 

@@ -54,8 +54,15 @@ def run_value_pretraining(
     curve = pretrain_value(critic, trajectories, config, tokenizer.pad_token_id, progress=progress)
     if curve:
         last = curve[-1]
+        held_out = last.get("critic/vf_explained_var_heldout")
+        on_held_out = (
+            f", {held_out:.3f} on the {config.critic.pretrain.holdout_trajectories} held out"
+            if held_out is not None
+            else " (on the trajectories trained on)"
+        )
         print(
             f"value pretraining: {len(trajectories)} trajectories ({sampled_s:.0f}s), "
             f"{len(curve)} steps, explained variance {last['critic/vf_explained_var']:.3f}"
+            f"{on_held_out}"
         )
     return curve

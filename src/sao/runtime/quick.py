@@ -3,8 +3,10 @@
 Warm start, value pretraining, a few learner steps, held-out evals, plots and summary all run,
 each far too small to learn much: the point is to see every stage work in about a minute on two
 cores. The overlay goes over the environment's defaults and any `--config` file, and under the
-user's own `--set`, `--steps` and `--out`, so those still win. Its warm start and run directory have names of their own, so a toy policy
-never stands in for a real warm start.
+user's own `--set`, `--steps` and `--out`, so those still win. Its warm start and run directory
+have names of their own, so a toy policy never stands in for a real warm start. The turn budget
+(`rollout.max_new_tokens`) stays the environment's: a shorter one cuts actions the environment
+needs whole, such as a `tool_calc` call of about 80 tokens.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ QUICK_OVERRIDES: tuple[str, ...] = (
     "critic.pretrain.max_steps=8",
     "critic.pretrain.batch_size=8",
     "rollout.concurrency=8",
-    "rollout.max_new_tokens=48",
     "train.batch_size=8",
     "train.steps=6",
     "train.eval_every=3",

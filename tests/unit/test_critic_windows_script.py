@@ -1,0 +1,47 @@
+"""scripts/critic_windows.py: the first/last-window table of the critic's error variance."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+_PATH = Path(__file__).resolve().parents[2] / "scripts" / "critic_windows.py"
+_SPEC = importlib.util.spec_from_file_location("critic_windows", _PATH)
+assert _SPEC is not None and _SPEC.loader is not None
+critic_windows = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(critic_windows)
+
+
+def _row(step, reward, ev, returns_var, **extra):
+    return {
+        "step": step,
+        "rollout/reward_mean": reward,
+        "critic/vf_explained_var": ev,
+        "critic/returns_var": returns_var,
+        **extra,
+    }
+
+
+def test_a_falling_explained_variance_can_hide_a_falling_error_variance():
+    rows = [
+        {"step": 0, "eval/accuracy": 0.5},  # an eval row: not a trained step
+        _row(1, 0.5, 0.34, 0.25),
+        _row(2, 0.5, 0.34, 0.25, **{"code_repair/out_of_turns": 0.25}),
+        _row(3, 0.85, 0.10, 0.1275),
+        _row(4, 0.85, 0.10, 0.1275, **{"critic/vf_explained_var": math.nan}),
+    ]
+    means = critic_windows.window_means(rows, window=2)
+    assert means["first"]["ev"] == pytest.approx(0.34)
+    assert means["first"]["error_var"] == pytest.approx(0.66 * 0.25)  # 0.165
+    assert means["first"]["out_of_turns"] == pytest.approx(0.25)  # only the row that has it
+    # The last window: EV 0.10 (the NaN row left out), yet the error variance fell to 0.115.
+    assert means["last"]["ev"] == pytest.approx(0.10)
+    assert means["last"]["error_var"] == pytest.approx(0.9 * 0.1275)
+    assert means["last"]["error_var"] < means["first"]["error_var"]
+    assert math.isnan(means["last"]["out_of_turns"])
+
+
+def test_window_must_be_positive():
+    with pytest.raises(ValueError, match="window: must be >= 1"):
+        critic_windows.window_means([], window=0)
