@@ -43,7 +43,17 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     """`sao simulate` flags."""
     parser.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--api-key", help="bearer key (or set SAO_API_KEY)")
-    parser.add_argument("--env", default="style_stream", help="environment whose users to simulate")
+    parser.add_argument(
+        "--env",
+        help="environment whose users to simulate (default style_stream; tool_calc with --agent)",
+    )
+    parser.add_argument(
+        "--agent",
+        choices=("openai", "agents_sdk", "langgraph"),
+        help="users are this examples/agents/ tool_calc agent (one episode per request)",
+    )
+    parser.add_argument("--max-turns", type=int, default=4, help="model calls per agent episode")
+    parser.add_argument("--agents-dir", help="where the agent examples are (default: the source's)")
     parser.add_argument("--requests", type=int, default=256, help="conversations to run")
     parser.add_argument("--concurrency", type=int, default=4, help="users at once")
     parser.add_argument(
@@ -143,24 +153,54 @@ def _run_simulate(args: argparse.Namespace) -> int:
     from sao.serve.simulate import simulate
 
     try:
-        summary = simulate(
-            url=args.url,
-            api_key=resolve_api_key(args.api_key),
-            env=args.env,
-            requests=args.requests,
-            concurrency=args.concurrency,
-            switch_every=args.switch_every,
-            window=args.window,
-            out=args.out,
-            seed=args.seed,
-        )
+        if args.agent is not None:
+            summary = _simulate_agents(args)
+        else:
+            summary = simulate(
+                url=args.url,
+                api_key=resolve_api_key(args.api_key),
+                env=args.env or "style_stream",
+                requests=args.requests,
+                concurrency=args.concurrency,
+                switch_every=args.switch_every,
+                window=args.window,
+                out=args.out,
+                seed=args.seed,
+            )
     except ValueError as err:
         print(f"sao simulate: {err}", file=sys.stderr)
         return 2
     except (httpx.HTTPError, openai.APIError) as err:
-        print(f"sao simulate: the server at {args.url} failed: {err}", file=sys.stderr)
+        # httpx adds a second line pointing at a web page: the first says what failed.
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"sao simulate: the server at {args.url} failed: {reason}", file=sys.stderr)
         return 1
     import json
 
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _simulate_agents(args: argparse.Namespace) -> dict:
+    """`sao simulate --agent`: refuse the style-stream settings, then run the agent crowd."""
+    from sao.serve.auth import resolve_api_key
+    from sao.serve.simulate_agents import AGENT_ENV, simulate_agents
+
+    if args.env not in (None, AGENT_ENV):
+        raise ValueError(
+            f"--agent {args.agent}: the agents solve {AGENT_ENV}, not --env {args.env}"
+        )
+    if args.switch_every is not None:
+        raise ValueError(f"--switch-every: {AGENT_ENV} has no preferred style to switch")
+    return simulate_agents(
+        url=args.url,
+        api_key=resolve_api_key(args.api_key),
+        agent=args.agent,
+        requests=args.requests,
+        concurrency=args.concurrency,
+        window=args.window,
+        out=args.out,
+        seed=args.seed,
+        max_turns=args.max_turns,
+        agents_dir=args.agents_dir,
+    )

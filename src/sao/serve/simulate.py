@@ -86,7 +86,7 @@ class _User:
         response.raise_for_status()
 
 
-def _settled_status(http: httpx.Client, timeout_s: float = 120.0) -> dict[str, Any]:
+def settled_status(http: httpx.Client, timeout_s: float = 120.0) -> dict[str, Any]:
     """The server's status once its learner has trained every full batch of the rewards posted
     (or after `timeout_s`), so the summary's trained count is not a snapshot mid-step."""
     deadline = time.monotonic() + timeout_s
@@ -138,7 +138,10 @@ def simulate(
     import openai
 
     if env not in SUPPORTED_ENVS:
-        raise ValueError(f"--env {env}: simulated users exist for {', '.join(SUPPORTED_ENVS)}")
+        hint = " (tool_calc's users are agents: pass --agent)" if env == "tool_calc" else ""
+        raise ValueError(
+            f"--env {env}: simulated users exist for {', '.join(SUPPORTED_ENVS)}{hint}"
+        )
     for name, value in (("requests", requests), ("concurrency", concurrency), ("window", window)):
         if value < 1:
             raise ValueError(f"--{name}: must be >= 1, got {value}")
@@ -171,7 +174,7 @@ def simulate(
         with ThreadPoolExecutor(concurrency) as pool:
             list(pool.map(one, enumerate(tasks)))
         wall_s = time.perf_counter() - t0
-        status = _settled_status(http)
+        status = settled_status(http)
 
     rows = window_rows(records, window, env)
     (out / "windows.jsonl").write_text("".join(strict_dumps(r) + "\n" for r in rows))
