@@ -58,6 +58,25 @@ class ModelConfig(_Section):
     """Where `sao sft` writes (and `sao train` looks for) the warm-start policy; `{env}` expands."""
 
 
+class LatencyConfig(_Section):
+    """The environment-latency overlay (`sao.rollout.latency`): each environment step waits an
+    extra seeded, long-tailed time, as tool calls in real sandboxes do. Off by default."""
+
+    distribution: Literal["off", "lognormal", "pareto"] = "off"
+    """off, lognormal (median `median_s`, shape `sigma`) or pareto (median `median_s`, tail
+    index `alpha`)."""
+    median_s: float = Field(1.0, gt=0.0, le=3600.0)
+    """Median extra seconds per environment step."""
+    sigma: float = Field(1.0, gt=0.0, le=10.0)
+    """Lognormal shape: the 90th percentile is `median_s * exp(1.28 * sigma)`."""
+    alpha: float = Field(1.5, gt=0.0, le=100.0)
+    """Pareto tail index: smaller is heavier (<= 2: infinite variance)."""
+    max_s: float = Field(60.0, gt=0.0, le=86400.0)
+    """Cap on one step's extra time."""
+    seed: int = 0
+    """Added to each agent loop's own seed (the run's seed for training rollouts)."""
+
+
 class EnvConfig(_Section):
     name: str = "calc"
     """Environment: calc, tool_calc, code_repair, style_stream, or reasoning_gym:<dataset>."""
@@ -69,6 +88,8 @@ class EnvConfig(_Section):
     """Keyword arguments for the environment (e.g. `max_output_chars` for calc)."""
     task_options: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the task source (e.g. `difficulties` for calc)."""
+    latency: LatencyConfig = Field(default_factory=LatencyConfig)
+    """Extra long-tailed time per environment step (`sao.rollout.latency`); off by default."""
 
 
 class RolloutConfig(_Section):
