@@ -216,6 +216,12 @@ class TrainConfig(_Section):
     full-batch pass, with compute and activation memory following the real tokens."""
     eval_every: int = Field(20, ge=0)
     """Held-out eval every N steps (0: only at start and end)."""
+    eval_every_s: float | None = Field(None, gt=0.0, le=1e7)
+    """Also a held-out eval at the first step boundary after every N seconds of training time
+    (None: none). Training time (`time/train_s` in metrics.jsonl) is the RL loop's wall time
+    with every eval taken out; with this set, the rollout side is paused during every eval, so
+    no trajectory is sampled on eval time either (`time/eval_s`, `time/eval_total_s` report
+    it). Local backend only."""
     eval_n: int = Field(200, ge=1)
     """Held-out tasks per eval."""
     eval_effect: float = Field(0.10, gt=0.0, le=1.0)
@@ -337,6 +343,11 @@ class SAOConfig(_Section):
             raise ValueError("rollout.group_size: group advantages need group_size >= 2")
         if self.train.learner_ranks > 1:
             _check_learner_ranks(self.train)
+        if self.train.eval_every_s is not None and self.train.backend != "local":
+            raise ValueError(
+                "train.eval_every_s: only the local backend can pause its rollouts for an eval "
+                "(use train.backend=local)"
+            )
         window = self.train.drift_window
         if window is not None and 2 * window > self.train.steps:
             raise ValueError(
