@@ -10,6 +10,7 @@ from sao.reproduce.budgets import BUDGETS
 from sao.reproduce.claims import CLAIMS, PAPER_CLAIMS
 from sao.reproduce.command import parse_claims, run_reproduce_command
 from sao.reproduce.readers import MissingMetric
+from sao.reproduce.refresh import refresh
 from sao.reproduce.runs import run_config
 from sao.reproduce.time_to_accuracy import Curve, read_curve, time_ratio, time_to_accuracy
 
@@ -103,11 +104,11 @@ def test_timed_arms_get_the_budget_eval_points_and_the_latency_overlay(tmp_path)
     sao, grpo, grpo_dis = CLAIMS["h_latency"].arms
     assert [a.preset for a in (sao, grpo, grpo_dis)] == ["sao", "grpo", "grpo_dis"]
     config = run_config(sao, 2, BUDGETS["quick"], tmp_path)
-    assert (config.train.eval_every, config.train.eval_every_s) == (4, 20.0)
+    assert (config.train.eval_every, config.train.eval_every_s) == (4, 5.0)
     latency = config.env.latency
     assert (latency.distribution, latency.median_s, latency.sigma) == ("lognormal", 0.5, 1.0)
     plain = run_config(CLAIMS["h"].arms[0], 0, BUDGETS["full"], tmp_path)
-    assert (plain.train.eval_every, plain.train.eval_every_s) == (10, 120.0)
+    assert (plain.train.eval_every, plain.train.eval_every_s) == (10, 30.0)
     assert plain.env.latency.distribution == "off"
     code = run_config(CLAIMS["h_code_repair"].arms[1], 0, BUDGETS["quick"], tmp_path)
     assert (code.env.name, code.train.steps, code.rollout.group_size) == ("code_repair", 12, 8)
@@ -147,6 +148,11 @@ def test_claim_h_is_judged_from_the_curves_and_plotted(tmp_path, capsys):
     assert "time_to_accuracy_ratio(calc_sao_timed, calc_grpo_timed) < 0.5" in markdown
     assert "plots/claim_h_curves.png" in markdown
     assert "(h) reproduced" in capsys.readouterr().out
+    assert "seed 1: 0.6000, calc_sao_timed 27.6 s, calc_grpo_timed 100.0 s" in markdown
+    # A stored report is judged again from its per-seed ratios alone.
+    rejudged = refresh(tmp_path / "report.json")["claims"][0]
+    assert rejudged["verdict"] == "reproduced"
+    assert rejudged["comparisons"][0]["ci95"] == pytest.approx(grpo["ci95"])
 
 
 def test_a_sao_run_that_never_reaches_the_target_refutes_through_its_bound(tmp_path):

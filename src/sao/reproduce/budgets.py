@@ -10,7 +10,9 @@ when it has to be built (claim c took about 7 minutes that way: docs/reproduce/R
 
 Claim (h)'s arms (`Arm.timed`) add the budget's `timed` overrides: held-out evals at points of
 trajectories (`train.eval_every` steps of `train.batch_size`) and of training time
-(`train.eval_every_s`), so each run has an accuracy curve against both.
+(`train.eval_every_s`), so each run has an accuracy curve against both. A quick calc run trains
+a learner step in about a second on 2 cores (20 steps: ~20 s of training time), hence points
+every 5 s; a full one runs minutes, hence 30 s.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ BUDGETS: dict[str, Budget] = {
     "quick": Budget(
         "quick",
         {"calc": QUICK_CALC, "code_repair": QUICK_CODE_REPAIR, "style_stream": QUICK_STYLE_STREAM},
-        timed=("train.eval_every=4", "train.eval_every_s=20"),
+        timed=("train.eval_every=4", "train.eval_every_s=5"),
     ),
-    "full": Budget("full", {}, timed=("train.eval_every=10", "train.eval_every_s=120")),
+    "full": Budget("full", {}, timed=("train.eval_every=10", "train.eval_every_s=30")),
 }

@@ -230,6 +230,10 @@ def _plain(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
+def _seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value:.1f} s"
+
+
 def seeds_needed_text(item: dict[str, Any]) -> str:
     """A claim's or comparison's power analysis in words, e.g. `29 (then not reproduced)`."""
     needed = item.get("seeds_needed")
@@ -366,11 +370,13 @@ def _comparison_lines(comp: dict[str, Any]) -> list[str]:
             "",
             "Per seed, target accuracy and seconds to it: "
             + "; ".join(
-                f"seed {seed}: {_plain(target)}, "
-                + ", ".join(f"{key} {_plain(times[key][seed])}" for key in times)
+                f"seed {seed}: n/a (not read)"
+                if target is None
+                else f"seed {seed}: {_plain(target)}, "
+                + ", ".join(f"{key} {_seconds(times[key][seed])}" for key in times)
                 for seed, target in enumerate(comp["targets"])
             )
-            + " (n/a: never reached).",
+            + ".",
         ]
     if comp.get("seed_notes"):
         lines += ["", "Notes: " + "; ".join(comp["seed_notes"]) + "."]
