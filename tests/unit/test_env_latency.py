@@ -161,3 +161,19 @@ def test_a_slow_step_holds_back_only_its_own_episode(parts, env_workers):
     assert times[2] == pytest.approx(5.0)
     assert sum(clock.slept) == pytest.approx(5.0)
     assert all(s <= 0.05 + 1e-12 for s in clock.slept)
+
+
+def test_the_configured_overlay_reaches_the_agent_loop(parts):
+    from sao.agent_setup import build_agent_loop
+
+    policy, tokenizer = parts
+    config = load_config(
+        "sao", None, ["env.latency={distribution: pareto, median_s: 0.2, alpha: 2.0}"]
+    )
+    loop = build_agent_loop(config, policy, tokenizer, seed=3, for_training=False)
+    reference = LatencySampler("pareto", 0.2, alpha=2.0, seed=3)
+    assert [loop._env_latency() for _ in range(4)] == [reference() for _ in range(4)]
+    loop.close()
+    plain = build_agent_loop(load_config("sao", None, []), policy, tokenizer, seed=3)
+    assert plain._env_latency is None
+    plain.close()
