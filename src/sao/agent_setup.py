@@ -19,6 +19,7 @@ from sao.learner.precision import model_on_device
 from sao.rollout.agent_loop import AgentLoop
 from sao.rollout.engine import SamplingParams
 from sao.rollout.factory import make_engine
+from sao.rollout.latency import LatencySampler
 
 
 def env_factory(config: SAOConfig) -> Callable[[], Environment]:
@@ -84,4 +85,20 @@ def build_agent_loop(
         max_tokens=config.env.max_tokens,
         env_name=config.env.name,
         env_workers=config.rollout.env_workers,
+        env_latency=env_latency(config, seed),
+    )
+
+
+def env_latency(config: SAOConfig, seed: int) -> LatencySampler | None:
+    """The latency overlay's sampler for an agent loop seeded `seed`, or None when it is off."""
+    latency = config.env.latency
+    if latency.distribution == "off":
+        return None
+    return LatencySampler(
+        latency.distribution,
+        latency.median_s,
+        sigma=latency.sigma,
+        alpha=latency.alpha,
+        max_s=latency.max_s,
+        seed=latency.seed + seed,
     )

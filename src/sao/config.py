@@ -58,6 +58,25 @@ class ModelConfig(_Section):
     """Where `sao sft` writes (and `sao train` looks for) the warm-start policy; `{env}` expands."""
 
 
+class LatencyConfig(_Section):
+    """The environment-latency overlay (`sao.rollout.latency`): each environment step waits an
+    extra seeded, long-tailed time, as tool calls in real sandboxes do. Off by default."""
+
+    distribution: Literal["off", "lognormal", "pareto"] = "off"
+    """off, lognormal (median `median_s`, shape `sigma`) or pareto (median `median_s`, tail
+    index `alpha`)."""
+    median_s: float = Field(1.0, gt=0.0, le=3600.0)
+    """Median extra seconds per environment step."""
+    sigma: float = Field(1.0, gt=0.0, le=10.0)
+    """Lognormal shape: the 90th percentile is `median_s * exp(1.28 * sigma)`."""
+    alpha: float = Field(1.5, gt=0.0, le=100.0)
+    """Pareto tail index: smaller is heavier (<= 2: infinite variance)."""
+    max_s: float = Field(60.0, gt=0.0, le=86400.0)
+    """Cap on one step's extra time."""
+    seed: int = 0
+    """Added to each agent loop's own seed (the run's seed for training rollouts)."""
+
+
 class EnvConfig(_Section):
     name: str = "calc"
     """Environment: calc, tool_calc, code_repair, style_stream, or reasoning_gym:<dataset>."""
@@ -69,6 +88,8 @@ class EnvConfig(_Section):
     """Keyword arguments for the environment (e.g. `max_output_chars` for calc)."""
     task_options: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments for the task source (e.g. `difficulties` for calc)."""
+    latency: LatencyConfig = Field(default_factory=LatencyConfig)
+    """Extra long-tailed time per environment step (`sao.rollout.latency`); off by default."""
 
 
 class RolloutConfig(_Section):
@@ -195,6 +216,12 @@ class TrainConfig(_Section):
     full-batch pass, with compute and activation memory following the real tokens."""
     eval_every: int = Field(20, ge=0)
     """Held-out eval every N steps (0: only at start and end)."""
+    eval_every_s: float | None = Field(None, gt=0.0, le=1e7)
+    """Also a held-out eval at the first step boundary after every N seconds of training time
+    (None: none). Training time (`time/train_s` in metrics.jsonl) is the RL loop's wall time
+    with every eval taken out; with this set, the rollout side is paused during every eval, so
+    no trajectory is sampled on eval time either (`time/eval_s`, `time/eval_total_s` report
+    it). Local backend only."""
     eval_n: int = Field(200, ge=1)
     """Held-out tasks per eval."""
     eval_effect: float = Field(0.10, gt=0.0, le=1.0)
@@ -316,6 +343,11 @@ class SAOConfig(_Section):
             raise ValueError("rollout.group_size: group advantages need group_size >= 2")
         if self.train.learner_ranks > 1:
             _check_learner_ranks(self.train)
+        if self.train.eval_every_s is not None and self.train.backend != "local":
+            raise ValueError(
+                "train.eval_every_s: only the local backend can pause its rollouts for an eval "
+                "(use train.backend=local)"
+            )
         window = self.train.drift_window
         if window is not None and 2 * window > self.train.steps:
             raise ValueError(

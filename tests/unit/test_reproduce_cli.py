@@ -10,8 +10,9 @@ from sao.cli import main
     ("argv", "message"),
     [
         (
-            ["--claims", "c,h"],
-            "argument --claims: unknown claim 'h' (claims are a, b, c, d, e, f, g)",
+            ["--claims", "c,z"],
+            "argument --claims: unknown claim 'z' (claims are a, b, c, d, e, f, g, h, "
+            "h_code_repair, h_latency)",
         ),
         (["--claims", ","], "argument --claims: expected claim letters such as c or a,c,f"),
         (["--seeds", "0"], "argument --seeds: must be >= 1, got 0"),

@@ -1,19 +1,24 @@
-"""The paper's claims (a)-(g) as data: arms, metrics, the direction each comparison expects.
+"""The paper's claims (a)-(g), and claim (h) on time to accuracy, as data: arms, metrics, the
+direction each comparison expects.
 
 An arm is a preset on an environment with a few overrides; it is named by `Arm.key`, which is
 also its directory under `--out`, so an arm that several claims compare (`sao` on calc) runs once
 per seed and is read by all of them. A comparison reads one metric from two sides, each side an
 arm or the difference of two arms (claim (b) compares how much each algorithm's accuracy changes
-under the staleness overlay), per seed.
+under the staleness overlay), per seed. A paired metric (claim (h)'s time ratio) reads both
+arms of a seed at once and is compared with a fixed threshold.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sao.reproduce import readers
 from sao.reproduce.readers import Metric
 from sao.reproduce.stats import Relation
+from sao.reproduce.time_to_accuracy import CLAIMED_RATIO, TimeRatio, read_curve, time_ratio
 
 # `examples/staleness.yaml`, as overrides: bf16 engine against the fp32 learner, 128 trajectories
 # in flight and 8 batches of run-ahead (trajectories about 5 versions old), a 3x actor step.
@@ -33,9 +38,14 @@ class Arm:
     env: str
     preset: str
     overrides: tuple[str, ...] = ()
+    timed: bool = False
+    """Evaluated at points of training time and of trajectories (the budget's `timed`
+    overrides, `sao.reproduce.budgets`), for claim (h)'s curves."""
 
     def describe(self) -> str:
         extra = " + staleness overlay" if self.overrides == STALENESS_OVERRIDES else ""
+        if self.overrides and not extra:
+            extra = " with " + ", ".join(self.overrides)
         return f"`{self.preset}` on {self.env}{extra}"
 
 
@@ -66,17 +76,33 @@ class Side:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """`metric(left) - metric(right)`, per seed, expected to be `relation` 0 (or -margin)."""
+class PairedMetric:
+    """A per-seed number read from two run directories at once (left arm's, right arm's)."""
 
-    metric: Metric
+    name: str
+    description: str
+    read: Callable[[Path, Path], TimeRatio]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`metric(left) - metric(right)`, per seed, expected to be `relation` 0 (or -margin); with a
+    `PairedMetric`, `metric(left, right) - threshold` instead."""
+
+    metric: Metric | PairedMetric
     left: Side
     right: Side
     relation: Relation
     margin: float = 0.0
+    threshold: float = 0.0
 
     def describe(self) -> str:
         sign = {"greater": ">", "less": "<", "not_less": ">="}[self.relation]
+        if isinstance(self.metric, PairedMetric):
+            return (
+                f"{self.metric.name}({self.left.describe()}, {self.right.describe()}) "
+                f"{sign} {self.threshold:g}"
+            )
         margin = f" - {self.margin:g}" if self.relation == "not_less" else ""
         return f"{self.metric.name}: {self.left.describe()} {sign} {self.right.describe()}{margin}"
 
@@ -91,6 +117,8 @@ class Claim:
     paper: str
     """What the paper reports for it (SAO_SPEC section 7): Qwen3-30B-A3B, pass@1 in points."""
     notes: str = ""
+    curves: bool = False
+    """Record each arm's accuracy curves (time, trajectories) in the report, and plot them."""
     arms: tuple[Arm, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -242,3 +270,63 @@ CLAIMS: dict[str, Claim] = {
         ),
     )
 }
+
+
+# ------------------------------------------------------------------ claim (h): time to accuracy
+TIME_RATIO = PairedMetric(
+    "time_to_accuracy_ratio",
+    "SAO's training seconds to reach the reference's final held-out accuracy over the "
+    "reference's own seconds to it (value pretraining counted, evals not; curves interpolated "
+    "linearly between evals: `sao.reproduce.time_to_accuracy`)",
+    lambda left, right: time_ratio(read_curve(left), read_curve(right)),
+)
+
+# Claim (h_latency): every environment step waits a lognormal extra time (median 0.5 s, 90th
+# percentile 1.8 s, 99th 5.1 s), the long tail of real sandboxes and scaffolds.
+LATENCY_OVERRIDES: tuple[str, ...] = (
+    "env.latency={distribution: lognormal, median_s: 0.5, sigma: 1.0, max_s: 30.0}",
+)
+
+
+def _timed(env: str, preset: str, latency: bool = False) -> Arm:
+    return Arm(
+        key=f"{env}_{preset}_timed" + ("_latency" if latency else ""),
+        env=env,
+        preset=preset,
+        overrides=LATENCY_OVERRIDES if latency else (),
+        timed=True,
+    )
+
+
+def _time_claim(claim_id: str, env: str, latency: bool, where: str) -> Claim:
+    sao, grpo, grpo_dis = (_timed(env, p, latency) for p in ("sao", "grpo", "grpo_dis"))
+    return Claim(
+        claim_id,
+        f"{where}, SAO reaches GRPO's (and GRPO+DIS's) final held-out accuracy in at most half "
+        "their training time",
+        tuple(
+            Comparison(TIME_RATIO, Side(sao), Side(ref), "less", threshold=CLAIMED_RATIO)
+            for ref in (grpo, grpo_dis)
+        ),
+        paper="not in the paper: SAO's case (one rollout per prompt, trained the moment it "
+        "completes) that it reaches a given accuracy sooner than group-synchronous GRPO",
+        notes="Per seed: the reference's (GRPO's) final accuracy is the target; the value is "
+        "SAO's training time to it over the reference's own, read from the accuracy curves "
+        "(evals at points of training time and of trajectories, off the clock). A seed where "
+        "SAO never reached the target counts as its lower bound (its whole run) when that is "
+        "already >= 0.5, else as missing.",
+        curves=True,
+    )
+
+
+TIME_CLAIMS: dict[str, Claim] = {
+    claim.id: claim
+    for claim in (
+        _time_claim("h", "calc", False, "On calc (short, even episodes)"),
+        _time_claim("h_code_repair", "code_repair", False, "On code_repair (long episodes)"),
+        _time_claim("h_latency", "calc", True, "On calc with long-tailed environment latency"),
+    )
+}
+PAPER_CLAIMS: tuple[str, ...] = tuple(CLAIMS)
+"""The paper's claims (a)-(g): what `sao reproduce` runs when no `--claims` is given."""
+CLAIMS.update(TIME_CLAIMS)

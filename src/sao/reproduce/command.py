@@ -25,16 +25,19 @@ STUDY_FILE = "study.json"
 
 
 def parse_claims(text: str) -> list[str]:
-    """`"c,f"` (or `"cf"`) -> `["c", "f"]`, in table order; ValueError names a wrong letter."""
-    letters = [ch for ch in text.replace(",", "").replace(" ", "").lower()]
-    if not letters:
+    """`"c,f"` (or `"cf"`) -> `["c", "f"]`, in table order; a comma-separated item that is a
+    claim's whole id (`h_latency`) is that claim, any other is read letter by letter. ValueError
+    names a wrong one."""
+    items = [item for item in text.replace(" ", "").lower().split(",") if item]
+    wanted = {claim for item in items for claim in ([item] if item in CLAIMS else list(item))}
+    if not wanted:
         raise ValueError("expected claim letters such as c or a,c,f")
-    unknown = sorted(set(letters) - set(CLAIMS))
+    unknown = sorted(wanted - set(CLAIMS))
     if unknown:
         raise ValueError(
             f"unknown claim {', '.join(map(repr, unknown))} (claims are {', '.join(CLAIMS)})"
         )
-    return [letter for letter in CLAIMS if letter in letters]
+    return [claim for claim in CLAIMS if claim in wanted]
 
 
 def check_study(out: Path, budget: str) -> None:

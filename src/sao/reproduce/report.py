@@ -7,7 +7,11 @@
 `comparisons`, each with the per-seed values of every arm it reads (`arm_values`), of each side,
 the per-seed differences, `mean_difference`, `sd` (their sample SD), `ci95`, its own `verdict`
 and its own `seeds_needed` / `verdict_at_seeds_needed`. Values a run lacks are `null` and named
-in `missing`.
+in `missing`. A comparison of a paired metric (claim (h)'s time ratio) has `threshold`: its
+`left_values` are the per-seed ratios, its `right_values` the threshold, `arm_values` each arm's
+seconds to the target and `targets` the per-seed target accuracies, with `seed_notes` on seeds
+whose ratio is a bound or missing; a claim with curves (h) has `curves`, per arm and seed
+(`sao.reproduce.curves`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from sao.durable import atomic_write_json, atomic_write_text
-from sao.reproduce.claims import CLAIMS, Claim, Comparison, Side
+from sao.reproduce.claims import CLAIMS, Claim, Comparison, PairedMetric, Side
 from sao.reproduce.readers import MissingMetric
 from sao.reproduce.runs import run_dir_for, run_state
 from sao.reproduce.stats import (
@@ -36,7 +40,7 @@ from sao.reproduce.stats import (
 _SIGN = {"greater": ">", "less": "<", "not_less": ">="}
 
 
-def _finite(value: float | None) -> float | None:
+def finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
@@ -55,6 +59,10 @@ def _side_values(
 
 def judge_comparison(comparison: Comparison, seeds: int, out: Path) -> dict[str, Any]:
     """Read every arm of `comparison` at each seed, pair the sides by seed, and judge."""
+    if isinstance(comparison.metric, PairedMetric):
+        from sao.reproduce.paired import judge_paired
+
+        return judge_paired(comparison, comparison.metric, seeds, out)
     arm_values: dict[str, list[float | None]] = {}
     missing: list[str] = []
     for side in (comparison.left, comparison.right):
@@ -64,7 +72,7 @@ def judge_comparison(comparison: Comparison, seeds: int, out: Path) -> dict[str,
             values: list[float | None] = []
             for seed in range(seeds):
                 try:
-                    values.append(_finite(comparison.metric.read(run_dir_for(out, arm, seed))))
+                    values.append(finite(comparison.metric.read(run_dir_for(out, arm, seed))))
                 except MissingMetric as err:
                     values.append(None)
                     missing.append(str(err))
@@ -103,9 +111,9 @@ def judge_sides(
     return {
         "seeds_used": [seed for seed, _ in paired],
         "differences": differences,
-        "mean_difference": _finite(interval.mean),
-        "sd": _finite(sample_sd(differences)) if len(differences) >= 2 else None,
-        "ci95": [_finite(interval.low), _finite(interval.high)],
+        "mean_difference": finite(interval.mean),
+        "sd": finite(sample_sd(differences)) if len(differences) >= 2 else None,
+        "ci95": [finite(interval.low), finite(interval.high)],
         "verdict": verdict(interval, relation, margin),
         "seeds_needed": needed.seeds,
         "verdict_at_seeds_needed": needed.verdict,
@@ -134,6 +142,10 @@ def judge_claim(claim: Claim, seeds: int, out: Path) -> dict[str, Any]:
         "notes": claim.notes,
         "comparisons": comparisons,
     }
+    if claim.curves:
+        from sao.reproduce.curves import arm_curves
+
+        entry["curves"] = arm_curves(claim, seeds, out)
     return {**entry, **_claim_judgement(entry)}
 
 
@@ -197,6 +209,10 @@ def write_report(report: dict[str, Any], out: Path) -> None:
     plot_dir.mkdir(parents=True, exist_ok=True)
     for claim in report["claims"]:
         plot_claim(claim, plot_dir / f"claim_{claim['id']}.png")
+        if "curves" in claim:
+            from sao.reproduce.curves import plot_curves
+
+            plot_curves(claim, plot_dir / f"claim_{claim['id']}_curves.png")
     write_text_report(report, out)
 
 
@@ -212,6 +228,10 @@ def _num(value: float | None) -> str:
 
 def _plain(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
+
+
+def _seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value:.1f} s"
 
 
 def seeds_needed_text(item: dict[str, Any]) -> str:
@@ -243,7 +263,11 @@ def _ours(claim: dict[str, Any]) -> str:
             if None not in (mean, low, high)
             else "no interval"
         )
-        parts.append(f"{comp['metric']} {short(comp['left'])} - {short(comp['right'])}: {interval}")
+        if "threshold" in comp:
+            pair = f"({short(comp['left'])}, {short(comp['right'])}) - {comp['threshold']:g}"
+        else:
+            pair = f"{short(comp['left'])} - {short(comp['right'])}"
+        parts.append(f"{comp['metric']} {pair}: {interval}")
     return "; ".join(parts)
 
 
@@ -311,20 +335,24 @@ def render_markdown(report: dict[str, Any]) -> str:
             "",
             f"![claim {claim['id']}](plots/claim_{claim['id']}.png)",
         ]
+        if "curves" in claim:
+            lines += [
+                "",
+                f"![claim {claim['id']} curves](plots/claim_{claim['id']}_curves.png)",
+            ]
     return "\n".join(lines) + "\n"
 
 
 def _comparison_lines(comp: dict[str, Any]) -> list[str]:
     margin = f" - {comp['margin']:g}" if comp["relation"] == "not_less" else ""
-    lines = [
-        "",
-        f"### {comp['metric']}: {comp['left']} {_SIGN[comp['relation']]} {comp['right']}{margin}",
-        "",
-        f"Metric: {comp['metric_description']}.",
-        "",
-        "| seed | left | right | left - right |",
-        "|---|---|---|---|",
-    ]
+    if "threshold" in comp:
+        title, columns = comp["description"], "| seed | value | threshold | value - threshold |"
+    else:
+        sign = _SIGN[comp["relation"]]
+        title = f"{comp['metric']}: {comp['left']} {sign} {comp['right']}{margin}"
+        columns = "| seed | left | right | left - right |"
+    lines = ["", f"### {title}", "", f"Metric: {comp['metric_description']}.", "", columns]
+    lines.append("|---|---|---|---|")
     for seed, (a, b) in enumerate(zip(comp["left_values"], comp["right_values"], strict=True)):
         diff = a - b if a is not None and b is not None else None
         lines.append(f"| {seed} | {_plain(a)} | {_plain(b)} | {_num(diff)} |")
@@ -336,6 +364,22 @@ def _comparison_lines(comp: dict[str, Any]) -> list[str]:
         f"**{comp['verdict']}**. SD of the differences {_plain(comp.get('sd'))}; seeds needed "
         f"for this comparison alone: {seeds_needed_text(comp)}.",
     ]
+    if comp.get("targets"):
+        times = comp["arm_values"]
+        lines += [
+            "",
+            "Per seed, target accuracy and seconds to it: "
+            + "; ".join(
+                f"seed {seed}: n/a (not read)"
+                if target is None
+                else f"seed {seed}: {_plain(target)}, "
+                + ", ".join(f"{key} {_seconds(times[key][seed])}" for key in times)
+                for seed, target in enumerate(comp["targets"])
+            )
+            + ".",
+        ]
+    if comp.get("seed_notes"):
+        lines += ["", "Notes: " + "; ".join(comp["seed_notes"]) + "."]
     if comp["missing"]:
         lines += ["", "Missing: " + "; ".join(comp["missing"]) + "."]
     return lines

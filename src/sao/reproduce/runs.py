@@ -65,10 +65,12 @@ def run_state(run_dir: Path) -> RunState:
 
 
 def run_config(arm: Arm, seed: int, budget: Budget, run_dir: Path) -> SAOConfig:
-    """The config of `arm` at `seed`: env defaults <- budget <- arm overrides <- seed, paths."""
+    """The config of `arm` at `seed`: env defaults <- budget (and its eval points for a timed
+    arm) <- arm overrides <- seed, paths."""
     overrides = [
         f"env.name={arm.env}",
         *budget.overrides_for(arm.env),
+        *(budget.timed if arm.timed else ()),
         *arm.overrides,
         f"train.seed={seed}",
         f"train.out={run_dir}",

@@ -15,6 +15,12 @@ its tool is simply not in the engine's batch. `env_workers=0` steps environments
 makes a run bit-for-bit reproducible (the order in which tools finish decides which sequences
 share a decode batch, and batch composition shifts floating-point results).
 
+With the environment-latency overlay (`env.latency`, `sao.rollout.latency`), each environment
+step's result is held back for a sampled extra time before the episode continues: the episode
+waits in a list with its release time (no thread sleeps on it), the engine decodes the others
+meanwhile, and the loop sleeps only when it has nothing else to do. The clock and sleep are
+injectable so tests can drive the wait without timing anything.
+
 Nothing an environment does can stop the loop: an exception in `reset` or `step` ends that episode
 with reward 0 and `end_reason = "env_error"` (the message kept in its metadata) and is logged.
 """
@@ -86,6 +92,10 @@ class AgentLoop:
         max_tokens: total trajectory length at which an episode ends with reward 0.
         env_name: recorded in each trajectory's metadata.
         env_workers: threads stepping environments off the decode path (0: inline).
+        env_latency: draws the extra seconds each environment step waits (the latency overlay);
+            None waits nothing.
+        clock: monotonic seconds (injectable for tests), used only by the latency overlay.
+        sleep: how the loop idles while only delayed episodes remain (injectable for tests).
     """
 
     def __init__(
@@ -97,6 +107,9 @@ class AgentLoop:
         max_tokens: int,
         env_name: str = "",
         env_workers: int = 0,
+        env_latency: Callable[[], float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.engine = engine
         self.tokenizer = tokenizer
@@ -111,6 +124,12 @@ class AgentLoop:
         self.env_errors = 0
         self._pool = ThreadPoolExecutor(env_workers, "sao-env") if env_workers > 0 else None
         self._env_pending: dict[Future, tuple[Episode, bool]] = {}
+        self._env_latency = env_latency
+        self._clock, self._sleep = clock, sleep
+        # Environment results held back by the latency overlay: (release time, episode, eos, result).
+        self._delayed: list[tuple[float, Episode, bool, Future]] = []
+        self.env_latency_s = 0.0
+        """Extra seconds the overlay has added over every environment step so far."""
         # Episodes that failed before sampling anything: no trajectory, but callers must know.
         self.dropped: list[dict[str, Any]] = []
 
@@ -136,7 +155,9 @@ class AgentLoop:
 
     def step(self) -> list[Trajectory]:
         """One engine decode step (plus finished tool calls); returns completed trajectories."""
-        self._harvest_env_steps(block=not self.engine.has_work())
+        idle = not self.engine.has_work()
+        self._harvest_env_steps(block=idle)
+        self._release_delayed(block=idle and not self._env_pending)
         for completion in self.engine.step():
             episode = self._episodes.get(completion.request_id)
             if episode is not None:
@@ -202,7 +223,7 @@ class AgentLoop:
                 future.set_result(episode.env.step(text))
             except Exception as err:
                 future.set_exception(err)
-            self._on_env_result(episode, ended_on_eos, future)
+            self._after_env_step(episode, ended_on_eos, future)
         else:
             self._env_pending[self._pool.submit(episode.env.step, text)] = (episode, ended_on_eos)
 
@@ -214,6 +235,33 @@ class AgentLoop:
         # Submission order, not completion order, keeps resubmission as stable as it can be.
         for future in [f for f in pending if f in done]:
             episode, ended_on_eos = self._env_pending.pop(future)
+            self._after_env_step(episode, ended_on_eos, future)
+
+    def _after_env_step(self, episode: Episode, ended_on_eos: bool, future: Future) -> None:
+        """Act on an environment step now, or hold it back by the overlay's sampled latency."""
+        delay = self._env_latency() if self._env_latency is not None else 0.0
+        if delay <= 0.0:
+            self._on_env_result(episode, ended_on_eos, future)
+            return
+        self.env_latency_s += delay
+        self._delayed.append((self._clock() + delay, episode, ended_on_eos, future))
+
+    def _release_delayed(self, block: bool) -> None:
+        """Continue every held-back episode whose time is up; with `block` and none due, sleep
+        until the first is due (at most 50 ms, so a new engine request is not kept waiting)."""
+        if not self._delayed:
+            return
+        now = self._clock()
+        if block:
+            first = min(ready for ready, *_ in self._delayed)
+            if first > now:
+                self._sleep(min(0.05, first - now))
+                now = self._clock()
+        due = [item for item in self._delayed if item[0] <= now]
+        if not due:
+            return
+        self._delayed = [item for item in self._delayed if item[0] > now]
+        for _, episode, ended_on_eos, future in due:
             self._on_env_result(episode, ended_on_eos, future)
 
     def _on_env_result(self, episode: Episode, ended_on_eos: bool, future: Future) -> None:

@@ -43,6 +43,10 @@ class RolloutPolicy(Protocol):
 
     def stop(self) -> None: ...
 
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
 
 class ThreadedRollout:
     """Async: the scheduler ticks in a background thread until stopped."""
@@ -52,6 +56,8 @@ class ThreadedRollout:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._paused = threading.Event()
+        self._idle = threading.Event()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="sao-rollout", daemon=True)
@@ -72,9 +78,19 @@ class ThreadedRollout:
         if self._thread is not None:
             self._thread.join(timeout=30)
 
+    def pause(self) -> None:
+        """Stop ticking, and return once the thread is between ticks (no decode step running)."""
+        self._paused.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._idle.wait(timeout=30)
+
+    def resume(self) -> None:
+        self._idle.clear()
+        self._paused.clear()
+
     def _run(self) -> None:
         try:
-            self.scheduler.run_until(self._stop)
+            self.scheduler.run_until(self._stop, self._paused, self._idle)
         except BaseException as err:  # surfaced to the learner thread by raise_if_failed
             self._error = err
 
@@ -102,6 +118,12 @@ class InlineRollout:
 
     def stop(self) -> None:
         """Nothing to stop."""
+
+    def pause(self) -> None:
+        """Nothing: the rollout side runs only inside `fill`."""
+
+    def resume(self) -> None:
+        """Nothing to resume."""
 
 
 class LocalBackend:
@@ -206,6 +228,14 @@ class LocalBackend:
         """Hand the learner's weights to the rollout side (applied between its decode steps)."""
         self.weights.publish(learner.policy_state_dict(), learner.version)
         self.rollout.after_publish()
+
+    def pause_rollout(self) -> None:
+        """Stop generating (e.g. during a held-out eval) until `resume_rollout`; in-flight
+        trajectories keep their state."""
+        self.rollout.pause()
+
+    def resume_rollout(self) -> None:
+        self.rollout.resume()
 
     def rollout_stats(self) -> dict[str, Any]:
         """Counters and the engine's idle fraction since `start`."""

@@ -146,10 +146,24 @@ class Scheduler:
         self._account_dropped()
         return self._route(completed)
 
-    def run_until(self, stop: threading.Event) -> None:
+    def run_until(
+        self,
+        stop: threading.Event,
+        paused: threading.Event | None = None,
+        idle: threading.Event | None = None,
+    ) -> None:
         """Tick until `stop` is set; with nothing in flight (admission bound reached, i.e. the
-        learner is behind) wait briefly for new weights instead of spinning."""
+        learner is behind) wait briefly for new weights instead of spinning. While `paused` is
+        set, tick nothing and set `idle` (cleared again before the next tick), so the caller can
+        wait until no decode step is under way."""
         while not stop.is_set():
+            if paused is not None and paused.is_set():
+                if idle is not None:
+                    idle.set()
+                time.sleep(_IDLE_SLEEP_S)
+                continue
+            if idle is not None:
+                idle.clear()
             self.tick()
             if self.num_in_flight == 0:
                 time.sleep(_IDLE_SLEEP_S)

@@ -116,7 +116,7 @@ def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
         run.learner = backend.attach_learner(run.learner)
         backend.requeue(backlog.pending)
         backend.start()
-        _train_loop(run, backend, progress)
+        _train_loop(run, backend, progress, _Pace.resumed(run, backlog))
         in_flight = backend.rollout_stats()["in_flight"]
     finally:
         if backend is not None:
@@ -161,14 +161,19 @@ def _begin(
     clock.beat()
     checkpoint = load_latest_checkpoint(run_dir) if resume else None
     critic = ValueModel.from_policy(policy) if config.critic.enabled else None
+    value_pretrain_s = 0.0
     if checkpoint is None and critic is not None and config.critic.pretrain.num_trajectories:
         pause_point("value-pretraining")
+        started = time.perf_counter()
         curve = run_value_pretraining(config, policy, tokenizer, critic, progress)
+        value_pretrain_s = time.perf_counter() - started
         rewrite_jsonl(run_dir / "value_pretrain.jsonl", curve)
         clock.beat()
     learner = build_learner(policy, config, critic, tokenizer.pad_token_id)
     try:
-        return _set_up_run(config, run_dir, resume, clock, learner, tokenizer, checkpoint)
+        return _set_up_run(
+            config, run_dir, resume, clock, learner, tokenizer, checkpoint, value_pretrain_s
+        )
     except BaseException:
         close_learner(learner)
         raise
@@ -182,9 +187,11 @@ def _set_up_run(
     learner: Learner | LearnerRanks,
     tokenizer: PreTrainedTokenizerBase,
     checkpoint: tuple[dict[str, Any], RunRecord] | None,
+    value_pretrain_s: float = 0.0,
 ) -> tuple[Run, Backlog]:
     """The run around a built learner: restored from `checkpoint` when there is one, else given
-    its first held-out eval and step-0 checkpoint."""
+    its first held-out eval and step-0 checkpoint (its row also holds the training clock's zero
+    and `time/value_pretrain_s`, the seconds value pretraining took before it)."""
     record = RunRecord()
     if checkpoint is not None:
         learner.load_state_dict(checkpoint[0])
@@ -213,7 +220,16 @@ def _set_up_run(
     if record.initial_eval is None:
         record.initial_eval = record.last_eval = held_out_eval(learner, tokenizer, config)
         record.eval_accuracy_at_step = record.initial_eval["accuracy"]
-        log.log(0, eval_metrics(record.initial_eval))
+        log.log(
+            0,
+            {
+                **eval_metrics(record.initial_eval),
+                "time/train_s": 0.0,
+                "time/value_pretrain_s": value_pretrain_s,
+                "rollout/trajectories_sampled": 0,
+                "rollout/trajectories_trained": 0,
+            },
+        )
         _checkpoint(run)
     return run, _backlog(run_dir, record, config.rollout.group_size) if resume else Backlog(
         [], 0, 0
@@ -231,7 +247,7 @@ def _backlog(run_dir: Path, record: RunRecord, group_size: int) -> Backlog:
 
 
 # ---------------------------------------------------------------------------------- the loop
-def _train_loop(run: Run, backend: Backend, progress: bool) -> None:
+def _train_loop(run: Run, backend: Backend, progress: bool, pace: _Pace) -> None:
     config = run.config
     bar = tqdm(
         total=config.train.steps,
@@ -240,7 +256,6 @@ def _train_loop(run: Run, backend: Backend, progress: bool) -> None:
         disable=not progress,
         dynamic_ncols=True,
     )
-    pace = _Pace()
     try:
         while run.learner.version < config.train.steps:
             metrics = _train_step(run, backend, pace)
@@ -274,11 +289,10 @@ def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | N
     metrics.update(pace.metrics(wait, len(batch), backend.rollout_stats(), record))
     at_end = step >= config.train.steps
     record.eval_accuracy_at_step = None
-    if at_end or (config.train.eval_every and step % config.train.eval_every == 0):
+    by_steps = bool(config.train.eval_every) and step % config.train.eval_every == 0
+    if at_end or by_steps or pace.eval_due(config.train.eval_every_s):
         pause_point(f"eval:{step}")
-        record.last_eval = held_out_eval(run.learner, run.tokenizer, config)
-        record.eval_accuracy_at_step = record.last_eval["accuracy"]
-        metrics.update(eval_metrics(record.last_eval))
+        metrics.update(_eval_off_the_clock(run, backend, pace))
     run.log.log(step, metrics)
     _watch_drift(run, {"step": step, **metrics})
     pause_point(f"step-logged:{step}")
@@ -286,6 +300,29 @@ def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | N
         _checkpoint(run)
     run.clock.beat()
     return metrics
+
+
+def _eval_off_the_clock(run: Run, backend: Backend, pace: _Pace) -> dict[str, float]:
+    """A held-out eval whose time is taken off the training clock; with `train.eval_every_s`
+    set, the rollout side is paused for it, so nothing trains or samples on eval time."""
+    config, record = run.config, run.record
+    pause = config.train.eval_every_s is not None and hasattr(backend, "pause_rollout")
+    started = time.perf_counter()
+    if pause:
+        backend.pause_rollout()  # type: ignore[attr-defined]
+    try:
+        record.last_eval = held_out_eval(run.learner, run.tokenizer, config)
+    finally:
+        if pause:
+            backend.resume_rollout()  # type: ignore[attr-defined]
+    seconds = time.perf_counter() - started
+    pace.eval_done(seconds, config.train.eval_every_s)
+    record.eval_accuracy_at_step = record.last_eval["accuracy"]
+    return {
+        **eval_metrics(record.last_eval),
+        "time/eval_s": seconds,
+        "time/eval_total_s": pace.eval_s,
+    }
 
 
 def _watch_drift(run: Run, row: dict[str, Any]) -> None:
@@ -317,12 +354,44 @@ def _checkpoint(run: Run) -> None:
 
 
 class _Pace:
-    """Throughput and idle-time counters of this invocation (`perf/...`, `time/...`)."""
+    """Throughput and idle-time counters of this invocation (`perf/...`, `time/...`), and the
+    training clock: wall seconds of the RL loop with every eval taken out (`time/train_s`),
+    continued across resumes from the last kept row."""
 
-    def __init__(self) -> None:
+    def __init__(self, train_s_offset: float = 0.0, sampled_offset: int = 0) -> None:
         self.t0 = time.perf_counter()
         self.waited = 0.0
         self.trained = 0
+        self.eval_s = 0.0
+        self.train_s_offset = train_s_offset
+        self.sampled_offset = sampled_offset
+        self.next_eval_s: float | None = None
+
+    @classmethod
+    def resumed(cls, run: Run, backlog: Backlog) -> _Pace:
+        """A pace whose clock continues the run's last logged `time/train_s` and whose sample
+        count starts from the trajectories already logged."""
+        rows = [r for r in read_metrics(run.run_dir) if "time/train_s" in r]
+        offset = float(rows[-1]["time/train_s"]) if rows else 0.0
+        return cls(offset, backlog.start_index - backlog.abandoned)
+
+    def train_s(self) -> float:
+        """Training seconds so far (evals excluded)."""
+        return self.train_s_offset + time.perf_counter() - self.t0 - self.eval_s
+
+    def eval_due(self, every_s: float | None) -> bool:
+        """Whether a point of `train.eval_every_s` has passed since the last eval."""
+        if every_s is None:
+            return False
+        if self.next_eval_s is None:
+            self.next_eval_s = (self.train_s_offset // every_s + 1) * every_s
+        return self.train_s() >= self.next_eval_s
+
+    def eval_done(self, seconds: float, every_s: float | None) -> None:
+        """Take an eval's `seconds` off the clock; the next time point is the first one ahead."""
+        self.eval_s += seconds
+        if every_s is not None:
+            self.next_eval_s = (self.train_s() // every_s + 1) * every_s
 
     def timed(self, fetch: Any, n: int) -> tuple[list[Trajectory], float]:
         t = time.perf_counter()
@@ -338,6 +407,9 @@ class _Pace:
         elapsed = time.perf_counter() - self.t0
         return {
             "time/wait_for_batch": wait,
+            "time/train_s": self.train_s(),
+            "rollout/trajectories_sampled": self.sampled_offset + int(stats.get("completed", 0)),
+            "rollout/trajectories_trained": len(record.trained_indices),
             "perf/trajectories_per_s": self.trained / elapsed,
             "perf/engine_idle_frac": stats["engine_idle_frac"],
             "perf/learner_idle_frac": self.waited / elapsed,

@@ -1,0 +1,70 @@
+"""The training clock: evals at points of training time, taken off the clock with the rollout side
+paused, and the sample and train counts logged beside it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sao.models.policy import load_policy
+from sao.runtime.local_backend import LocalBackend
+from sao.runtime.run_dir import read_metrics
+from sao.runtime.train import train
+from small_run import small_config
+
+
+def test_evals_by_training_time_are_off_the_clock(tiny_policy_dir, tmp_path):
+    # A point every microsecond of training: an eval is due at every step.
+    config = small_config(
+        tiny_policy_dir, "train.steps=3", "train.eval_every=0", "train.eval_every_s=0.000001"
+    )
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    summary = train(config, run_dir, progress=False)
+    rows = read_metrics(run_dir)
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert rows[0]["time/train_s"] == 0.0 and rows[0]["rollout/trajectories_sampled"] == 0
+    assert rows[0]["time/value_pretrain_s"] > 0.0  # the small run pretrains the critic
+    steps = rows[1:]
+    assert all("eval/accuracy" in r for r in steps)
+    assert [r["rollout/trajectories_trained"] for r in steps] == [4, 8, 12]
+    assert all(
+        r["rollout/trajectories_sampled"] >= r["rollout/trajectories_trained"] for r in steps
+    )
+    clock = [r["time/train_s"] for r in steps]
+    assert clock == sorted(clock)
+    # Every eval's seconds add up to the running total, and none of them is on the clock.
+    totals = [r["time/eval_total_s"] for r in steps]
+    assert totals == pytest.approx(
+        [sum(r["time/eval_s"] for r in steps[: k + 1]) for k in range(3)]
+    )
+    # Training time plus eval time fit in the run's wall time (which also holds the start-up,
+    # value pretraining and the first eval): an eval counted on the clock would count twice.
+    assert steps[-1]["time/train_s"] + totals[-1] <= summary["wall_s"]
+
+
+def test_a_paused_rollout_samples_nothing_until_resumed(tiny_policy_dir):
+    config = small_config(tiny_policy_dir)
+    policy, tokenizer = load_policy(tiny_policy_dir)
+    backend = LocalBackend.build(config, policy, tokenizer)
+    backend.start()
+    try:
+        assert len(backend.next_batch(2, timeout=120)) == 2
+        backend.pause_rollout()
+        admitted = backend.rollout_stats()["admitted"]
+        completed = backend.rollout_stats()["completed"]
+        time.sleep(0.3)  # whatever the machine's speed: a paused thread ticks not at all
+        assert backend.rollout_stats()["admitted"] == admitted
+        assert backend.rollout_stats()["completed"] == completed
+        backend.resume_rollout()
+        assert len(backend.next_batch(2, timeout=120)) == 2
+    finally:
+        backend.close()
+
+
+def test_eval_every_s_is_refused_on_the_ray_backend(tiny_policy_dir):
+    from sao.config import ConfigError
+
+    with pytest.raises(ConfigError, match="train.eval_every_s: only the local backend"):
+        small_config(tiny_policy_dir, "train.backend=ray", "train.eval_every_s=10")
