@@ -328,7 +328,7 @@ def test_a_hang_in_the_hidden_tests_keeps_the_visible_report_in_the_sandbox() ->
 
 
 def test_malformed_actions_cost_turns_and_end_at_max_turns() -> None:
-    env = CodeRepairEnv(max_turns=4, runner=never_called)
+    env = CodeRepairEnv(max_turns=4, runner=never_called, grade_unsubmitted=False)
     env.reset(TASK)
     assert env.step("no tag").observation == "<output>error: no tool tag</output>"
     result = env.step("<tool>replace 99\n  x</tool>")
@@ -341,6 +341,39 @@ def test_malformed_actions_cost_turns_and_end_at_max_turns() -> None:
     assert last.info["events"] == ["error", "replace", "error", "view"]
     with pytest.raises(RuntimeError, match="ended"):
         env.step("<tool>view</tool>")
+
+
+def test_out_of_turns_grades_the_file_the_episode_leaves() -> None:
+    env = CodeRepairEnv(max_turns=2)
+    env.reset(TASK)
+    assert env.step(FIX).observation == "<output>ok</output>"
+    last = env.step("<tool>view</tool>")
+    assert (last.reward, last.done, last.info["end_reason"]) == (1.0, True, END_MAX_TURNS)
+    assert (last.info["correct"], last.info["tool_error"]) == (True, None)
+
+
+def test_the_last_turns_edit_is_graded_and_a_buggy_file_earns_nothing() -> None:
+    env = CodeRepairEnv(max_turns=1)
+    env.reset(TASK)
+    fixed_on_the_last_turn = env.step(FIX)
+    assert (fixed_on_the_last_turn.reward, fixed_on_the_last_turn.info["correct"]) == (1.0, True)
+    assert env.lines[4] == "        return hi"
+    env.reset(TASK)
+    left_buggy = env.step("<tool>test</tool>")
+    assert (left_buggy.reward, left_buggy.info["correct"]) == (0.0, False)
+    assert left_buggy.info["end_reason"] == END_MAX_TURNS
+
+
+def test_without_grading_only_a_submit_earns() -> None:
+    env = CodeRepairEnv(max_turns=2, runner=never_called, grade_unsubmitted=False)
+    env.reset(TASK)
+    env.step(FIX)
+    last = env.step("<tool>view</tool>")
+    assert (last.reward, last.info["correct"], last.info["end_reason"]) == (
+        0.0,
+        False,
+        END_MAX_TURNS,
+    )
 
 
 def test_a_crashing_runner_becomes_an_observation_and_zero() -> None:

@@ -16,7 +16,10 @@ Commands (see `sao.envs.code_repair.protocol`): `view`, `replace N` + new lines,
 visible tests, in the sandbox, a short pass/fail summary back) and `submit` (the full suite --
 visible and hidden tests -- in the sandbox; reward 1 iff every test passes, then done). Malformed
 actions and failing tools become `<output>error: ...</output>` observations and cost a turn; they
-never raise. Using `max_turns` actions without submitting ends the trajectory with reward 0.
+never raise. Using `max_turns` actions without submitting ends the trajectory (end reason
+`max_turns`) and, as SWE-Bench grades the repository an agent leaves whether it submitted or not,
+grades the file as it stands then, the last action's edit applied: reward 1 iff the whole suite
+passes (`grade_unsubmitted=False`: reward 0 without a submit).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 from sao.envs.base import END_ANSWER, END_MAX_TURNS, StepResult, Task
 from sao.envs.code_repair.protocol import (
     COMMAND_ERRORS,
+    Command,
     TestReport,
     apply_replace,
     build_harness,
@@ -61,6 +65,8 @@ class CodeRepairEnv(TurnLimitedEnvironment):
             a `submit` of the file it tested takes that verdict instead of a second sandbox run
             (one run fewer in most episodes; the observations are unchanged). False runs the
             full suite afresh at every `submit`.
+        grade_unsubmitted: an episode that runs out of turns is graded on the file it leaves
+            (SWE-Bench's rule); False gives it reward 0, so only a `submit` can earn a reward.
     """
 
     name = "code_repair"
@@ -76,6 +82,7 @@ class CodeRepairEnv(TurnLimitedEnvironment):
         memory_mb: int = 256,
         runner: PythonRunner | None = None,
         reuse_test_runs: bool = True,
+        grade_unsubmitted: bool = True,
     ) -> None:
         super().__init__(max_turns)
         for label, value, least in (
@@ -95,6 +102,7 @@ class CodeRepairEnv(TurnLimitedEnvironment):
         self.memory_mb = memory_mb
         self.runner: PythonRunner = runner if runner is not None else sandbox_runner
         self.reuse_test_runs = bool(reuse_test_runs)
+        self.grade_unsubmitted = bool(grade_unsubmitted)
         self._lines: list[str] = []
         self._events: list[str] = []
         # The file a `test` ran the whole suite on, and whether the suite passed.
@@ -132,8 +140,7 @@ class CodeRepairEnv(TurnLimitedEnvironment):
             info.update(end_reason=END_ANSWER, correct=correct, tool_error=tool_error)
             return self._finish(1.0 if correct else 0.0, info)
         if self.last_turn:
-            info.update(end_reason=END_MAX_TURNS, correct=False)
-            return self._finish(0.0, info)
+            return self._out_of_turns(command, info)
         if command.kind == "view":
             text = numbered(self._lines)
         elif command.kind == "replace":
@@ -152,6 +159,20 @@ class CodeRepairEnv(TurnLimitedEnvironment):
             assert command.error is not None
             text = COMMAND_ERRORS[command.error]
         return StepResult(wrap_output(text, self.max_output_chars), 0.0, False, info)
+
+    def _out_of_turns(self, command: Command, info: dict[str, Any]) -> StepResult:
+        """The end of an episode that used its last turn on anything but `submit`."""
+        if not self.grade_unsubmitted:
+            info.update(end_reason=END_MAX_TURNS, correct=False)
+            return self._finish(0.0, info)
+        if command.kind == "replace":
+            self._lines, error = apply_replace(
+                self._lines, command.line, command.new_lines, self.max_lines, self.max_line_chars
+            )
+            info["format_error"] = error
+        correct, tool_error = self._submitted_file_passes()
+        info.update(end_reason=END_MAX_TURNS, correct=correct, tool_error=tool_error)
+        return self._finish(1.0 if correct else 0.0, info)
 
     def _finish(self, reward: float, info: dict[str, Any]) -> StepResult:
         # The whole episode's commands, for the run's behaviour metrics (`report.step_metrics`).
