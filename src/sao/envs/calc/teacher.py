@@ -270,11 +270,25 @@ def demonstrations(
         teacher: the teacher (and, through it, the environment); by default a `CalcTeacher`
             whose environment answers the teacher's arithmetic with `teacher_arithmetic_runner`.
     """
-    if split not in ("train", "test"):
-        raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
-    source = CalcTaskSource(difficulties=difficulties)
-    tasks = source.train(n, seed) if split == "train" else source.test(n, seed)
     if teacher is None:
         teacher = CalcTeacher(env=CalcEnv(runner=teacher_arithmetic_runner))
+    return play_split(teacher, CalcTaskSource, n, seed, split=split, difficulties=difficulties)
+
+
+def play_split(
+    teacher: ArithmeticTeacher,
+    source_type: type[CalcTaskSource],
+    n: int,
+    seed: int,
+    *,
+    split: str,
+    difficulties: Sequence[int],
+) -> list[Demonstration]:
+    """`teacher` plays `n` tasks of `split` drawn from a `source_type(difficulties)`; the tasks and
+    the teacher's choices are deterministic in `seed` (see `demonstrations`)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
+    source = source_type(difficulties=difficulties)
+    tasks = source.train(n, seed) if split == "train" else source.test(n, seed)
     rng = random.Random(seed * 7919 + 17)
     return [teacher.demonstrate(task, rng) for task in tasks]

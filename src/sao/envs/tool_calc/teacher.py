@@ -27,7 +27,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sao.envs.calc.problems import DIFFICULTIES
-from sao.envs.calc.teacher import ArithmeticTeacher, Demonstration, slip_expression
+from sao.envs.calc.teacher import (
+    ArithmeticTeacher,
+    Demonstration,
+    play_split,
+    slip_expression,
+)
 from sao.envs.tool_calc.env import ToolCalcEnv
 from sao.envs.tool_calc.protocol import render_call
 from sao.envs.tool_calc.tasks import ToolCalcTaskSource
@@ -95,10 +100,5 @@ def demonstrations(
         difficulties: levels to draw tasks from.
         teacher: the teacher; a default `ToolCalcTeacher` when None.
     """
-    if split not in ("train", "test"):
-        raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
-    source = ToolCalcTaskSource(difficulties=difficulties)
-    tasks = source.train(n, seed) if split == "train" else source.test(n, seed)
     teacher = teacher if teacher is not None else ToolCalcTeacher()
-    rng = random.Random(seed * 7919 + 17)
-    return [teacher.demonstrate(task, rng) for task in tasks]
+    return play_split(teacher, ToolCalcTaskSource, n, seed, split=split, difficulties=difficulties)
