@@ -16,8 +16,9 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+from transformers import Qwen3MoeForCausalLM
 
+from fixtures_models import random_qwen3_moe
 from sao.config import load_config
 from sao.learner import Learner
 from sao.models.critic import ValueModel
@@ -56,19 +57,7 @@ COMPARED = (
 
 
 def tiny_policy() -> Qwen3MoeForCausalLM:
-    config = Qwen3MoeConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        num_experts=4,
-        num_experts_per_tok=2,
-        moe_intermediate_size=32,
-        intermediate_size=64,
-    )
-    torch.manual_seed(0)
-    return Qwen3MoeForCausalLM(config).float().eval()
+    return random_qwen3_moe(VOCAB, hidden_size=32)
 
 
 def trajectories(policy: torch.nn.Module, n: int) -> list[Trajectory]:
