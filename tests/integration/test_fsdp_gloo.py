@@ -16,7 +16,6 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from transformers import Qwen3MoeForCausalLM
 
 from fixtures_models import random_qwen3_moe
 from sao.config import load_config
@@ -36,10 +35,6 @@ NORMS_AND_LOSSES = (
     "critic/grad_norm_shared",
     "critic/grad_norm_all",
 )
-
-
-def tiny_policy() -> Qwen3MoeForCausalLM:
-    return random_qwen3_moe(VOCAB, hidden_size=32)
 
 
 def trajectories(policy: torch.nn.Module) -> list[Trajectory]:
@@ -70,13 +65,13 @@ def new_learner(policy: torch.nn.Module) -> Learner:
 
 def two_steps() -> dict[str, Any]:
     """Step, checkpoint state, then a new learner resumed from that state takes a second step."""
-    policy = tiny_policy()
+    policy = random_qwen3_moe(VOCAB, hidden_size=32)
     batch = trajectories(policy)
     learner = new_learner(policy)
     first = learner.step(batch)
     state = learner.state_dict()
     weights = learner.policy_state_dict()
-    resumed = new_learner(tiny_policy())
+    resumed = new_learner(random_qwen3_moe(VOCAB, hidden_size=32))
     resumed.load_state_dict(copy.deepcopy(state))  # as read from disk: nothing shared
     second = resumed.step(batch)
     return {
@@ -136,7 +131,7 @@ def test_a_two_rank_fsdp2_learner_matches_the_unsharded_one(tmp_path: Path) -> N
     assert_same_tree(sharded["weights"], whole["weights"])
     assert_same_tree(sharded["state"], whole["state"])  # a checkpoint is the same on any ranks
     assert sharded["version"] == whole["version"] == 2
-    start = tiny_policy().state_dict()
+    start = random_qwen3_moe(VOCAB, hidden_size=32).state_dict()
     assert any(not torch.equal(start[k], whole["weights"][k]) for k in start)  # steps moved it
 
 
@@ -145,6 +140,6 @@ def test_the_wrapping_decision() -> None:
     assert not should_shard(1) and should_shard(2)
     with pytest.raises(ValueError, match="ranks must be >= 1"):
         should_shard(0)
-    policy = tiny_policy()
+    policy = random_qwen3_moe(VOCAB, hidden_size=32)
     units = shard_units(policy)
     assert units[:-1] == list(policy.model.layers) and units[-1] is policy
