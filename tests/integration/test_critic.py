@@ -166,19 +166,26 @@ def test_monte_carlo_returns_are_discounted_reward_to_go():
     assert returns.tolist() == [0.0] * 3 + [0.5**k for k in range(7, -1, -1)]
 
 
+def _pretrain_config(
+    holdout: int, max_steps: int, lr: str = "5e-4", ev_threshold: float | None = None
+) -> object:
+    """The `sao` preset with value pretraining in batches of 16 and the given settings."""
+    overrides = [
+        f"critic.optim.lr={lr}",
+        "critic.pretrain.batch_size=16",
+        f"critic.pretrain.max_steps={max_steps}",
+        f"critic.pretrain.holdout_trajectories={holdout}",
+    ]
+    if ev_threshold is not None:
+        overrides.append(f"critic.pretrain.ev_threshold={ev_threshold}")
+    return load_config("sao", overrides=overrides)
+
+
 def test_value_pretraining_raises_explained_variance_until_the_threshold():
     critic = ValueModel.from_policy(moe_policy())
     freeze_modules(critic, ["attention"])
     attention_before = critic.backbone.layers[0].self_attn.q_proj.weight.detach().clone()
-    config = load_config(
-        "sao",
-        overrides=[
-            "critic.optim.lr=3e-3",
-            "critic.pretrain.batch_size=16",
-            "critic.pretrain.max_steps=60",
-            "critic.pretrain.ev_threshold=0.8",
-        ],
-    )
+    config = _pretrain_config(holdout=0, max_steps=60, lr="3e-3", ev_threshold=0.8)
     curve = pretrain_value(critic, predictable_task(32), config, pad_token_id=0, progress=False)
     assert [row["step"] for row in curve] == list(range(1, len(curve) + 1))
     assert curve[0]["critic/vf_explained_var"] < 0.1
@@ -206,18 +213,6 @@ def noise_task(count: int, seed: int) -> list[Trajectory]:
             )
         )
     return out
-
-
-def _pretrain_config(holdout: int, max_steps: int, lr: str = "5e-4") -> object:
-    return load_config(
-        "sao",
-        overrides=[
-            f"critic.optim.lr={lr}",
-            "critic.pretrain.batch_size=16",
-            f"critic.pretrain.max_steps={max_steps}",
-            f"critic.pretrain.holdout_trajectories={holdout}",
-        ],
-    )
 
 
 def test_the_training_set_explained_variance_passes_the_threshold_by_memorising():
@@ -250,16 +245,7 @@ def test_a_held_out_slice_refuses_to_stop_on_memorised_noise():
 
 def test_a_held_out_slice_stops_at_the_threshold_when_the_returns_are_predictable():
     critic = ValueModel.from_policy(moe_policy())
-    config = load_config(
-        "sao",
-        overrides=[
-            "critic.optim.lr=3e-3",
-            "critic.pretrain.batch_size=16",
-            "critic.pretrain.max_steps=60",
-            "critic.pretrain.ev_threshold=0.8",
-            "critic.pretrain.holdout_trajectories=8",
-        ],
-    )
+    config = _pretrain_config(holdout=8, max_steps=60, lr="3e-3", ev_threshold=0.8)
     curve = pretrain_value(critic, predictable_task(40), config, pad_token_id=0, progress=False)
     assert len(curve) < 60 and len(curve) % 2 == 0  # 32 trained on: 2 steps an epoch
     assert curve[-1]["critic/vf_explained_var_heldout"] >= 0.8

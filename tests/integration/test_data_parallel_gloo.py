@@ -16,8 +16,8 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
+from fixtures_models import random_qwen3_moe
 from sao.config import load_config
 from sao.learner import Learner
 from sao.models.critic import ValueModel
@@ -55,22 +55,6 @@ COMPARED = (
 )
 
 
-def tiny_policy() -> Qwen3MoeForCausalLM:
-    config = Qwen3MoeConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        num_experts=4,
-        num_experts_per_tok=2,
-        moe_intermediate_size=32,
-        intermediate_size=64,
-    )
-    torch.manual_seed(0)
-    return Qwen3MoeForCausalLM(config).float().eval()
-
-
 def trajectories(policy: torch.nn.Module, n: int) -> list[Trajectory]:
     """Trajectories of unequal lengths and action-token counts, sampled by `policy` and then
     shifted off its log-probs a little so the ratios are not all 1."""
@@ -104,7 +88,7 @@ def run_scenario(name: str) -> dict[str, Any]:
     tokens the policy's forward passes took in."""
     preset, overrides, n = SCENARIOS[name]
     config = load_config(preset, overrides=["actor.lr=1e-3", "critic.optim.lr=1e-3", *overrides])
-    policy = tiny_policy()
+    policy = random_qwen3_moe(VOCAB, hidden_size=32)
     batch = trajectories(policy, n)
     # The critic is built before the learner shards the policy (a sharded model cannot be copied).
     critic = ValueModel.from_policy(policy) if config.critic.enabled else None
@@ -157,7 +141,7 @@ def test_two_data_parallel_ranks_take_the_one_process_update(
             ), key
         for key, want in whole["weights"].items():
             torch.testing.assert_close(got["weights"][key], want, rtol=1e-4, atol=1e-6, msg=key)
-    start = tiny_policy().state_dict()
+    start = random_qwen3_moe(VOCAB, hidden_size=32).state_dict()
     assert any(not torch.equal(start[k], whole["weights"][k]) for k in start)  # it moved
 
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
+from fixtures_models import random_qwen3_moe
 from sao.config import load_config
 from sao.learner import Learner
 from sao.learner.sharding import is_sharded, shard_units, should_shard, world_size
@@ -35,22 +35,6 @@ NORMS_AND_LOSSES = (
     "critic/grad_norm_shared",
     "critic/grad_norm_all",
 )
-
-
-def tiny_policy() -> Qwen3MoeForCausalLM:
-    config = Qwen3MoeConfig(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        num_experts=4,
-        num_experts_per_tok=2,
-        moe_intermediate_size=32,
-        intermediate_size=64,
-    )
-    torch.manual_seed(0)
-    return Qwen3MoeForCausalLM(config).float().eval()
 
 
 def trajectories(policy: torch.nn.Module) -> list[Trajectory]:
@@ -81,13 +65,13 @@ def new_learner(policy: torch.nn.Module) -> Learner:
 
 def two_steps() -> dict[str, Any]:
     """Step, checkpoint state, then a new learner resumed from that state takes a second step."""
-    policy = tiny_policy()
+    policy = random_qwen3_moe(VOCAB, hidden_size=32)
     batch = trajectories(policy)
     learner = new_learner(policy)
     first = learner.step(batch)
     state = learner.state_dict()
     weights = learner.policy_state_dict()
-    resumed = new_learner(tiny_policy())
+    resumed = new_learner(random_qwen3_moe(VOCAB, hidden_size=32))
     resumed.load_state_dict(copy.deepcopy(state))  # as read from disk: nothing shared
     second = resumed.step(batch)
     return {
@@ -147,7 +131,7 @@ def test_a_two_rank_fsdp2_learner_matches_the_unsharded_one(tmp_path: Path) -> N
     assert_same_tree(sharded["weights"], whole["weights"])
     assert_same_tree(sharded["state"], whole["state"])  # a checkpoint is the same on any ranks
     assert sharded["version"] == whole["version"] == 2
-    start = tiny_policy().state_dict()
+    start = random_qwen3_moe(VOCAB, hidden_size=32).state_dict()
     assert any(not torch.equal(start[k], whole["weights"][k]) for k in start)  # steps moved it
 
 
@@ -156,6 +140,6 @@ def test_the_wrapping_decision() -> None:
     assert not should_shard(1) and should_shard(2)
     with pytest.raises(ValueError, match="ranks must be >= 1"):
         should_shard(0)
-    policy = tiny_policy()
+    policy = random_qwen3_moe(VOCAB, hidden_size=32)
     units = shard_units(policy)
     assert units[:-1] == list(policy.model.layers) and units[-1] is policy

@@ -68,6 +68,21 @@ def running_server(service: Service) -> Iterator[str]:
 STYLE_PROMPT = "Styles: cute, chuunibyou, classical, pirate.\nWrite one line about the moon.\n"
 
 
+def wait_for_status(client, predicate, timeout: float = 60.0) -> dict:
+    """Poll `GET /v1/status` through `client` until `predicate(status)` holds; return that status.
+
+    Raises:
+        AssertionError: after `timeout` seconds, with the last status.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.get("/v1/status").json()
+        if predicate(status):
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"timed out; last status {status}")
+
+
 def user(text: str = STYLE_PROMPT) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from fastapi.testclient import TestClient
-from serve_helpers import make_service, user
+from serve_helpers import make_service, user, wait_for_status
 
 from sao.serve.app import create_app
 
@@ -25,16 +25,6 @@ def _reply(completion):
     return completion["choices"][0]["message"]
 
 
-def _wait_for(client, predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = client.get("/v1/status").json()
-        if predicate(status):
-            return status
-        time.sleep(0.05)
-    raise AssertionError(f"timed out; last status {status}")
-
-
 def test_an_episode_is_one_trajectory_rewarded_and_trained_once(policy_dir, tmp_path):
     service = make_service(policy_dir, tmp_path / "s.db", extra=["train.batch_size=1"], warmup=1)
     with TestClient(create_app(service)) as client:
@@ -51,7 +41,7 @@ def test_an_episode_is_one_trajectory_rewarded_and_trained_once(policy_dir, tmp_
         assert accepted.json() == {"episode_id": "ep-1", "id": second["id"], "status": "accepted"}
         again = client.post("/v1/feedback", json={"episode_id": "ep-1", "reward": 0.0})
         assert again.status_code == 409 and again.json()["error"]["code"] == "episode_closed"
-        status = _wait_for(client, lambda s: s["trained"] == 1)
+        status = wait_for_status(client, lambda s: s["trained"] == 1)
         assert _call(client, [*follow_up, _reply(second), *user()], "ep-1", 409)
         parent = service.store.completion(first["id"]).trajectory
         rewarded = service.store.completion(second["id"]).trajectory

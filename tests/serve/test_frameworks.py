@@ -18,10 +18,20 @@ def calculator(expression: str) -> str:
     return str(sum(int(term) for term in expression.split("+")))
 
 
+# The server's counts after one episode of a call and an answer: the second completion continues
+# the first, in the one episode started.
+ONE_CALL_EPISODE = {
+    "completions": 2,
+    "continued": 1,
+    "restarted": 0,
+    "tool_calls": 1,
+    "episodes_started": 1,
+}
+
+
 def _episode_status(service):
     counts = service.store.counts()
-    keys = ("completions", "continued", "restarted", "tool_calls", "episodes_started")
-    return {k: counts[k] for k in keys}
+    return {k: counts[k] for k in ONE_CALL_EPISODE}
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -49,13 +59,7 @@ def test_a_langgraph_react_agent_runs_one_episode(policy_dir, tmp_path, streamin
     assert [m.type for m in result["messages"]] == ["human", "ai", "tool", "ai"]
     assert result["messages"][2].content == "5"
     assert result["messages"][-1].content == ANSWER
-    assert status == {
-        "completions": 2,
-        "continued": 1,
-        "restarted": 0,
-        "tool_calls": 1,
-        "episodes_started": 1,
-    }
+    assert status == ONE_CALL_EPISODE
 
 
 @pytest.mark.parametrize("streamed", [False, True])
@@ -92,10 +96,4 @@ def test_an_openai_agents_sdk_agent_runs_one_episode(policy_dir, tmp_path, strea
             result = agents.Runner.run_sync(agent, "What is 2+3?")
         status = _episode_status(service)
     assert result.final_output == ANSWER
-    assert status == {
-        "completions": 2,
-        "continued": 1,
-        "restarted": 0,
-        "tool_calls": 1,
-        "episodes_started": 1,
-    }
+    assert status == ONE_CALL_EPISODE

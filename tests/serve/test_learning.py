@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import torch
 from fastapi.testclient import TestClient
-from serve_helpers import make_service, user
+from serve_helpers import make_service, user, wait_for_status
 
 from sao.serve.app import create_app
 from sao.serve.conversation import context_hash
@@ -25,30 +23,20 @@ def _reward(client, completion_id, reward):
     assert response.status_code == 200, response.text
 
 
-def _wait_for(client, predicate, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = client.get("/v1/status").json()
-        if predicate(status):
-            return status
-        time.sleep(0.05)
-    raise AssertionError(f"timed out; last status {status}")
-
-
 def test_feedback_trains_critic_first_then_publishes_new_weights(policy_dir, tmp_path):
     service = make_service(policy_dir, tmp_path / "s.db", warmup=1)
     engine_before = {k: v.clone() for k, v in service.worker.engine._model.state_dict().items()}
     with TestClient(create_app(service)) as client:
         for reward in (1.0, 0.0):
             _reward(client, _complete(client, user())["id"], reward)
-        status = _wait_for(client, lambda s: s["trained"] == 2)
+        status = wait_for_status(client, lambda s: s["trained"] == 2)
         assert status["policy_version"] == 0  # the first batch trains the critic only
         assert status["learner"]["warmup_batches_done"] == 1
         assert "critic/vf_loss" in status["learner"]["last_metrics"]
 
         for reward in (1.0, 0.0):
             _reward(client, _complete(client, user())["id"], reward)
-        status = _wait_for(client, lambda s: s["trained"] == 4)
+        status = wait_for_status(client, lambda s: s["trained"] == 4)
         assert status["policy_version"] == 1
         assert "actor/grad_norm" in status["learner"]["last_metrics"]
         assert client.get("/v1/models").json()["data"][0]["policy_version"] == 1
@@ -65,10 +53,10 @@ def test_staleness_limit_drops_and_counts_late_feedback(policy_dir, tmp_path):
         late = _complete(client, user())["id"]  # sampled at version 0, rewarded after version 1
         for reward in (1.0, 0.0):
             _reward(client, _complete(client, user())["id"], reward)
-        _wait_for(client, lambda s: s["policy_version"] == 1)
+        wait_for_status(client, lambda s: s["policy_version"] == 1)
         _reward(client, late, 1.0)
         _reward(client, _complete(client, user())["id"], 1.0)
-        status = _wait_for(client, lambda s: s["dropped"] == 1)
+        status = wait_for_status(client, lambda s: s["dropped"] == 1)
         assert status["trained"] == 3
         assert status["learner"]["last_metrics"]["rollout/dropped_stale"] == 1.0
 
@@ -79,10 +67,10 @@ def test_late_feedback_without_a_limit_is_trained(policy_dir, tmp_path):
         late = _complete(client, user())["id"]
         for reward in (1.0, 0.0):
             _reward(client, _complete(client, user())["id"], reward)
-        _wait_for(client, lambda s: s["policy_version"] == 1)
+        wait_for_status(client, lambda s: s["policy_version"] == 1)
         _reward(client, late, 1.0)
         _reward(client, _complete(client, user())["id"], 0.0)
-        status = _wait_for(client, lambda s: s["trained"] == 4)
+        status = wait_for_status(client, lambda s: s["trained"] == 4)
         assert status["dropped"] == 0
         assert status["learner"]["last_metrics"]["rollout/staleness_max"] == 1.0
 

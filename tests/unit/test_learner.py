@@ -5,8 +5,9 @@ import math
 
 import pytest
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
+from transformers import Qwen3ForCausalLM, Qwen3MoeForCausalLM
 
+from fixtures_models import random_qwen3_dense, random_qwen3_moe
 from sao.config import PRESETS, load_config
 from sao.core.metrics import explained_variance
 from sao.learner import Learner, apply_gradients, build_optimizer, group_id_tensor
@@ -20,33 +21,11 @@ FAST_LR = ["actor.lr=1e-3", "critic.optim.lr=1e-3"]
 
 
 def moe_policy(seed: int = 0) -> Qwen3MoeForCausalLM:
-    config = Qwen3MoeConfig(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        num_experts=4,
-        num_experts_per_tok=2,
-        moe_intermediate_size=64,
-        intermediate_size=128,
-    )
-    torch.manual_seed(seed)
-    return Qwen3MoeForCausalLM(config).float().eval()
+    return random_qwen3_moe(VOCAB, hidden_size=64, seed=seed)
 
 
 def dense_policy(seed: int = 0) -> Qwen3ForCausalLM:
-    config = Qwen3Config(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        intermediate_size=128,
-    )
-    torch.manual_seed(seed)
-    return Qwen3ForCausalLM(config).float().eval()
+    return random_qwen3_dense(VOCAB, hidden_size=64, seed=seed)
 
 
 def make_trajectories(

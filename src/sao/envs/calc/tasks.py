@@ -17,6 +17,9 @@ class CalcTaskSource(HashSplitTaskSource):
         test_fraction: share of the prompt space held out for `test`.
     """
 
+    # The environment the tasks are for: it names their ids and `meta["env"]`.
+    env_name = "calc"
+
     def __init__(
         self, difficulties: Sequence[int] | int = DIFFICULTIES, test_fraction: float = 0.1
     ) -> None:
@@ -35,11 +38,11 @@ class CalcTaskSource(HashSplitTaskSource):
         problem = generate_problem(rng, rng.choice(self.difficulties))
         prompt = f"Q: {problem.question}\n"
         return Task(
-            task_id=stable_id("calc", prompt),
+            task_id=stable_id(self.env_name, prompt),
             prompt=prompt,
             answer=str(problem.answer),
             meta={
-                "env": "calc",
+                "env": self.env_name,
                 "difficulty": problem.difficulty,
                 "kind": problem.kind,
                 "expression": problem.expression,

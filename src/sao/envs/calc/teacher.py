@@ -22,12 +22,13 @@ to teach it to always use the tool and write the code carefully:
 
 from __future__ import annotations
 
+import abc
 import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sao.envs.base import Task
+from sao.envs.base import Environment, Task
 from sao.envs.calc.env import CalcEnv
 from sao.envs.calc.problems import DIFFICULTIES, evaluate_expression
 from sao.envs.calc.tasks import CalcTaskSource
@@ -112,7 +113,80 @@ def teacher_arithmetic_runner(code: str, *, timeout_s: float, memory_mb: int) ->
     return ArithmeticResult(stdout=f"{evaluate_expression(code[len('print(') : -1])}\n")
 
 
-class CalcTeacher:
+class ArithmeticTeacher(abc.ABC):
+    """The teacher `calc` and `tool_calc` share: answer by mental arithmetic or use the tool, with
+    controlled mistakes (see the module docstring); subclasses say how the tool is asked
+    (`tool_call`) and how a wrong mental answer looks (`wrong_answer`).
+
+    Args:
+        p_no_tool: probability of answering without the tool.
+        p_slip: probability of a slip in what is sent to the tool.
+        mental_accuracy: per difficulty, probability that a no-tool answer is right.
+        env: the environment that produces observations.
+    """
+
+    # The trajectory type `demonstrate` returns.
+    demonstration_type: type[Demonstration] = Demonstration
+
+    def __init__(
+        self,
+        p_no_tool: float,
+        p_slip: float,
+        mental_accuracy: Mapping[int, float] | None,
+        env: Environment,
+    ) -> None:
+        self.p_no_tool = probability("p_no_tool", p_no_tool)
+        self.p_slip = probability("p_slip", p_slip)
+        accuracy = dict(DEFAULT_MENTAL_ACCURACY if mental_accuracy is None else mental_accuracy)
+        missing = [d for d in DIFFICULTIES if d not in accuracy]
+        if missing:
+            raise ValueError(f"mental_accuracy: missing difficulties {missing}")
+        self.mental_accuracy = {
+            d: probability(f"mental_accuracy[{d}]", p) for d, p in accuracy.items()
+        }
+        self.env = env
+
+    @abc.abstractmethod
+    def tool_call(self, expression: str) -> str:
+        """The action that asks the tool for the value of `expression`."""
+
+    @abc.abstractmethod
+    def wrong_answer(self, answer: str, rng: random.Random) -> str:
+        """A mistaken mental answer in place of the right `answer`."""
+
+    def demonstrate(self, task: Task, rng: random.Random) -> Demonstration:
+        """Play `task` through the environment and return the trajectory."""
+        expression = task.meta.get("expression")
+        difficulty = task.meta.get("difficulty")
+        if not isinstance(expression, str) or difficulty not in self.mental_accuracy:
+            raise ValueError(
+                f"task.meta: needs 'expression' (str) and 'difficulty' in "
+                f"{sorted(self.mental_accuracy)}, got {task.meta!r}"
+            )
+        self.env.reset(task)
+        turns: list[Turn] = []
+        used_tool = rng.random() >= self.p_no_tool
+        slipped = used_tool and rng.random() < self.p_slip
+        if used_tool:
+            action = self.tool_call(slip_expression(expression, rng) if slipped else expression)
+            result = self.env.step(action)
+            turns.append(Turn(action, result.observation))
+            if result.done:
+                return self.demonstration_type(
+                    task, tuple(turns), result.reward, used_tool, slipped
+                )
+            answer = result.observation.removeprefix(OUTPUT_OPEN).removesuffix(OUTPUT_CLOSE)
+        elif rng.random() < self.mental_accuracy[difficulty]:
+            answer = task.answer
+        else:
+            answer = self.wrong_answer(task.answer, rng)
+        action = f"{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
+        result = self.env.step(action)
+        turns.append(Turn(action, result.observation))
+        return self.demonstration_type(task, tuple(turns), result.reward, used_tool, slipped)
+
+
+class CalcTeacher(ArithmeticTeacher):
     """Writes `calc` demonstrations with controlled mistakes.
 
     Args:
@@ -129,46 +203,15 @@ class CalcTeacher:
         mental_accuracy: Mapping[int, float] | None = None,
         env: CalcEnv | None = None,
     ) -> None:
-        self.p_no_tool = probability("p_no_tool", p_no_tool)
-        self.p_slip = probability("p_slip", p_slip)
-        accuracy = dict(DEFAULT_MENTAL_ACCURACY if mental_accuracy is None else mental_accuracy)
-        missing = [d for d in DIFFICULTIES if d not in accuracy]
-        if missing:
-            raise ValueError(f"mental_accuracy: missing difficulties {missing}")
-        self.mental_accuracy = {
-            d: probability(f"mental_accuracy[{d}]", p) for d, p in accuracy.items()
-        }
-        self.env = env if env is not None else CalcEnv()
+        super().__init__(p_no_tool, p_slip, mental_accuracy, env if env is not None else CalcEnv())
 
-    def demonstrate(self, task: Task, rng: random.Random) -> Demonstration:
-        """Play `task` through the environment and return the trajectory."""
-        expression = task.meta.get("expression")
-        difficulty = task.meta.get("difficulty")
-        if not isinstance(expression, str) or difficulty not in self.mental_accuracy:
-            raise ValueError(
-                f"task.meta: needs 'expression' (str) and 'difficulty' in "
-                f"{sorted(self.mental_accuracy)}, got {task.meta!r}"
-            )
-        self.env.reset(task)
-        turns: list[Turn] = []
-        used_tool = rng.random() >= self.p_no_tool
-        slipped = used_tool and rng.random() < self.p_slip
-        if used_tool:
-            code = slip_expression(expression, rng) if slipped else expression
-            action = f"{PYTHON_OPEN}print({code}){PYTHON_CLOSE}"
-            result = self.env.step(action)
-            turns.append(Turn(action, result.observation))
-            if result.done:
-                return Demonstration(task, tuple(turns), result.reward, used_tool, slipped)
-            answer = result.observation.removeprefix(OUTPUT_OPEN).removesuffix(OUTPUT_CLOSE)
-        elif rng.random() < self.mental_accuracy[difficulty]:
-            answer = task.answer
-        else:
-            answer = _wrong_digit(task.answer, rng)
-        action = f"{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
-        result = self.env.step(action)
-        turns.append(Turn(action, result.observation))
-        return Demonstration(task, tuple(turns), result.reward, used_tool, slipped)
+    def tool_call(self, expression: str) -> str:
+        """`<python>print(EXPRESSION)</python>`."""
+        return f"{PYTHON_OPEN}print({expression}){PYTHON_CLOSE}"
+
+    def wrong_answer(self, answer: str, rng: random.Random) -> str:
+        """`answer` with one digit wrong."""
+        return _wrong_digit(answer, rng)
 
 
 @dataclass(frozen=True)
@@ -227,11 +270,25 @@ def demonstrations(
         teacher: the teacher (and, through it, the environment); by default a `CalcTeacher`
             whose environment answers the teacher's arithmetic with `teacher_arithmetic_runner`.
     """
-    if split not in ("train", "test"):
-        raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
-    source = CalcTaskSource(difficulties=difficulties)
-    tasks = source.train(n, seed) if split == "train" else source.test(n, seed)
     if teacher is None:
         teacher = CalcTeacher(env=CalcEnv(runner=teacher_arithmetic_runner))
+    return play_split(teacher, CalcTaskSource, n, seed, split=split, difficulties=difficulties)
+
+
+def play_split(
+    teacher: ArithmeticTeacher,
+    source_type: type[CalcTaskSource],
+    n: int,
+    seed: int,
+    *,
+    split: str,
+    difficulties: Sequence[int],
+) -> list[Demonstration]:
+    """`teacher` plays `n` tasks of `split` drawn from a `source_type(difficulties)`; the tasks and
+    the teacher's choices are deterministic in `seed` (see `demonstrations`)."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
+    source = source_type(difficulties=difficulties)
+    tasks = source.train(n, seed) if split == "train" else source.test(n, seed)
     rng = random.Random(seed * 7919 + 17)
     return [teacher.demonstrate(task, rng) for task in tasks]

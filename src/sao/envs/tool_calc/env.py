@@ -18,17 +18,15 @@ ends the episode with reward 0 (`end_reason = "max_turns"`).
 
 from __future__ import annotations
 
-from typing import Any
-
-from sao.envs.base import END_ANSWER, END_MAX_TURNS, StepResult, Task
-from sao.envs.text_protocol import numbers_match, parse_number, wrap_output
+from sao.envs.calc.env import NumericAnswerEnv, Reply
+from sao.envs.text_protocol import wrap_output
 from sao.envs.tool_calc.calculator import evaluate
 from sao.envs.tool_calc.protocol import parse_reply
-from sao.envs.turns import TurnLimitedEnvironment
+from sao.envs.tool_runner import ToolOutcome
 from sao.tags import ANSWER_CLOSE, TOOL_CLOSE
 
 
-class ToolCalcEnv(TurnLimitedEnvironment):
+class ToolCalcEnv(NumericAnswerEnv):
     """Arithmetic with the `calculator` function.
 
     Args:
@@ -40,42 +38,19 @@ class ToolCalcEnv(TurnLimitedEnvironment):
     stop_tags: tuple[str, ...] = (TOOL_CLOSE, ANSWER_CLOSE)
 
     def __init__(self, max_turns: int = 4, max_output_chars: int = 120) -> None:
-        super().__init__(max_turns)
-        if isinstance(max_output_chars, bool) or not isinstance(max_output_chars, int):
-            raise ValueError(f"max_output_chars: must be an int >= 16, got {max_output_chars!r}")
-        if max_output_chars < 16:
-            raise ValueError(f"max_output_chars: must be an int >= 16, got {max_output_chars!r}")
-        self.max_output_chars = max_output_chars
+        super().__init__(max_turns, max_output_chars)
 
-    def start(self, task: Task) -> str:
-        """Check that `task` has a numeric answer; returns its prompt."""
-        if parse_number(task.answer) is None:
-            raise ValueError(f"task.answer: not a number: {task.answer!r}")
-        return task.prompt
-
-    def take_turn(self, action_text: str) -> StepResult:
-        """Apply one reply; see the module docstring for the rules."""
+    def read_reply(self, action_text: str) -> Reply:
+        """One calculator call, `<answer>NUMBER</answer>` or a format error."""
         action = parse_reply(action_text)
-        info: dict[str, Any] = {
-            "turn": self.turn,
-            "tool_called": False,
-            "format_error": action.format_error,
-            "tool_error": None,
-            "end_reason": None,
-        }
-        if action.kind == "answer":
-            correct = numbers_match(action.content, self.task.answer)
-            if parse_number(action.content) is None:
-                info["format_error"] = "answer_not_a_number"
-            info.update(end_reason=END_ANSWER, correct=correct)
-            return StepResult("", 1.0 if correct else 0.0, True, info)
-        if self.last_turn:
-            info.update(end_reason=END_MAX_TURNS, correct=False)
-            return StepResult("", 0.0, True, info)
         if action.kind == "call":
-            result = evaluate(action.content)
-            info.update(
-                tool_called=True, tool_error="calculator" if result.startswith("error:") else None
-            )
-            return StepResult(wrap_output(result, self.max_output_chars), 0.0, False, info)
-        return StepResult(wrap_output(action.message, self.max_output_chars), 0.0, False, info)
+            return Reply("tool", action.content)
+        if action.kind == "answer":
+            return Reply("answer", action.content)
+        return Reply("error", action.message, action.format_error)
+
+    def use_tool(self, tool_input: str) -> ToolOutcome:
+        """Evaluate the expression `tool_input`; a refusal is a result, marked as a tool error."""
+        result = evaluate(tool_input)
+        tool_error = "calculator" if result.startswith("error:") else None
+        return ToolOutcome(wrap_output(result, self.max_output_chars), tool_error)

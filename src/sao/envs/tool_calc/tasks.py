@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
-from sao.envs.base import Task, stable_id
-from sao.envs.calc.problems import generate_problem
 from sao.envs.calc.tasks import CalcTaskSource
 
 
@@ -20,18 +16,4 @@ class ToolCalcTaskSource(CalcTaskSource):
         test_fraction: share of the prompt space held out for `test`.
     """
 
-    def generate(self, rng: random.Random) -> Task:
-        """Draw one task (either split) using `rng` only."""
-        problem = generate_problem(rng, rng.choice(self.difficulties))
-        prompt = f"Q: {problem.question}\n"
-        return Task(
-            task_id=stable_id("tool_calc", prompt),
-            prompt=prompt,
-            answer=str(problem.answer),
-            meta={
-                "env": "tool_calc",
-                "difficulty": problem.difficulty,
-                "kind": problem.kind,
-                "expression": problem.expression,
-            },
-        )
+    env_name = "tool_calc"

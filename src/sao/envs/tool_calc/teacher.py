@@ -26,18 +26,20 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sao.envs.base import Task
 from sao.envs.calc.problems import DIFFICULTIES
-from sao.envs.calc.teacher import DEFAULT_MENTAL_ACCURACY, slip_expression
-from sao.envs.demonstration import TeacherTrajectory, Turn, probability
+from sao.envs.calc.teacher import (
+    ArithmeticTeacher,
+    Demonstration,
+    play_split,
+    slip_expression,
+)
 from sao.envs.tool_calc.env import ToolCalcEnv
 from sao.envs.tool_calc.protocol import render_call
 from sao.envs.tool_calc.tasks import ToolCalcTaskSource
-from sao.tags import ANSWER_CLOSE, ANSWER_OPEN, OUTPUT_CLOSE, OUTPUT_OPEN
 
 
 @dataclass(frozen=True)
-class ToolCalcDemonstration(TeacherTrajectory):
+class ToolCalcDemonstration(Demonstration):
     """A full teacher trajectory for one task.
 
     Attributes:
@@ -48,11 +50,8 @@ class ToolCalcDemonstration(TeacherTrajectory):
         slipped: whether the teacher's expression had a deliberate slip.
     """
 
-    used_tool: bool
-    slipped: bool
 
-
-class ToolCalcTeacher:
+class ToolCalcTeacher(ArithmeticTeacher):
     """Writes `tool_calc` demonstrations with controlled mistakes.
 
     Args:
@@ -63,6 +62,8 @@ class ToolCalcTeacher:
         env: the environment that produces observations; a default `ToolCalcEnv`.
     """
 
+    demonstration_type = ToolCalcDemonstration
+
     def __init__(
         self,
         p_no_tool: float = 0.2,
@@ -70,46 +71,16 @@ class ToolCalcTeacher:
         mental_accuracy: Mapping[int, float] | None = None,
         env: ToolCalcEnv | None = None,
     ) -> None:
-        self.p_no_tool = probability("p_no_tool", p_no_tool)
-        self.p_slip = probability("p_slip", p_slip)
-        accuracy = dict(DEFAULT_MENTAL_ACCURACY if mental_accuracy is None else mental_accuracy)
-        missing = [d for d in DIFFICULTIES if d not in accuracy]
-        if missing:
-            raise ValueError(f"mental_accuracy: missing difficulties {missing}")
-        self.mental_accuracy = {
-            d: probability(f"mental_accuracy[{d}]", p) for d, p in accuracy.items()
-        }
-        self.env = env if env is not None else ToolCalcEnv()
+        env = env if env is not None else ToolCalcEnv()
+        super().__init__(p_no_tool, p_slip, mental_accuracy, env)
 
-    def demonstrate(self, task: Task, rng: random.Random) -> ToolCalcDemonstration:
-        """Play `task` through the environment and return the trajectory."""
-        expression = task.meta.get("expression")
-        difficulty = task.meta.get("difficulty")
-        if not isinstance(expression, str) or difficulty not in self.mental_accuracy:
-            raise ValueError(
-                f"task.meta: needs 'expression' (str) and 'difficulty' in "
-                f"{sorted(self.mental_accuracy)}, got {task.meta!r}"
-            )
-        self.env.reset(task)
-        turns: list[Turn] = []
-        used_tool = rng.random() >= self.p_no_tool
-        slipped = used_tool and rng.random() < self.p_slip
-        if used_tool:
-            sent = slip_expression(expression, rng) if slipped else expression
-            result = self.env.step(render_call(sent))
-            turns.append(Turn(render_call(sent), result.observation))
-            if result.done:
-                return ToolCalcDemonstration(task, tuple(turns), result.reward, used_tool, slipped)
-            answer = result.observation.removeprefix(OUTPUT_OPEN).removesuffix(OUTPUT_CLOSE)
-        elif rng.random() < self.mental_accuracy[difficulty]:
-            answer = task.answer
-        else:
-            # The answer is a bare number, so its slip is one wrong digit.
-            answer = slip_expression(task.answer, rng)
-        action = f"{ANSWER_OPEN}{answer}{ANSWER_CLOSE}"
-        result = self.env.step(action)
-        turns.append(Turn(action, result.observation))
-        return ToolCalcDemonstration(task, tuple(turns), result.reward, used_tool, slipped)
+    def tool_call(self, expression: str) -> str:
+        """One `calculator` call, as `sao serve` renders it."""
+        return render_call(expression)
+
+    def wrong_answer(self, answer: str, rng: random.Random) -> str:
+        """`answer` with a slip; the answer is a bare number, so its slip is one wrong digit."""
+        return slip_expression(answer, rng)
 
 
 def demonstrations(
@@ -129,10 +100,5 @@ def demonstrations(
         difficulties: levels to draw tasks from.
         teacher: the teacher; a default `ToolCalcTeacher` when None.
     """
-    if split not in ("train", "test"):
-        raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
-    source = ToolCalcTaskSource(difficulties=difficulties)
-    tasks = source.train(n, seed) if split == "train" else source.test(n, seed)
     teacher = teacher if teacher is not None else ToolCalcTeacher()
-    rng = random.Random(seed * 7919 + 17)
-    return [teacher.demonstrate(task, rng) for task in tasks]
+    return play_split(teacher, ToolCalcTaskSource, n, seed, split=split, difficulties=difficulties)
