@@ -11,6 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from sao.reproduce.stats import interval_text  # noqa: E402
+
 
 def plot_claim(claim: dict[str, Any], path: Path) -> Path:
     """Draw `claim` (an entry of `report.json`'s `claims`) to `path`; returns `path`."""
@@ -27,13 +29,7 @@ def plot_claim(claim: dict[str, Any], path: Path) -> Path:
         ax.set_xticks([0, 1], [comp["left"], comp["right"]], fontsize=7)
         ax.set_xlim(-0.4, 1.4)
         ax.set_ylabel(comp["metric"], fontsize=8)
-        low, high = comp["ci95"]
-        mean = comp["mean_difference"]
-        interval = (
-            f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
-            if None not in (mean, low, high)
-            else "no interval"
-        )
+        interval = interval_text(comp)
         ax.set_title(f"left - right: {interval}\n{comp['verdict']}", fontsize=8)
         ax.grid(alpha=0.3)
         if pairs:

@@ -32,6 +32,7 @@ from sao.reproduce.stats import (
     Relation,
     claim_seeds_needed,
     conjunction,
+    interval_text,
     mean_t_interval,
     sample_sd,
     verdict,
@@ -256,13 +257,7 @@ def _ours(claim: dict[str, Any]) -> str:
 
     parts = []
     for comp in claim["comparisons"]:
-        low, high = comp["ci95"]
-        mean = comp["mean_difference"]
-        interval = (
-            f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
-            if None not in (mean, low, high)
-            else "no interval"
-        )
+        interval = interval_text(comp)
         if "threshold" in comp:
             pair = f"({short(comp['left'])}, {short(comp['right'])}) - {comp['threshold']:g}"
         else:

@@ -191,3 +191,13 @@ def claim_seeds_needed(
         if decided != INCONCLUSIVE:
             return SeedsNeeded(n, decided)
     return SeedsNeeded(None, INCONCLUSIVE)
+
+
+def interval_text(comparison: dict) -> str:
+    """A judged comparison's mean difference and 95% interval as the report and plots print it,
+    e.g. `+0.012 [-0.031, +0.055]`; `no interval` when any of the three is missing."""
+    low, high = comparison["ci95"]
+    mean = comparison["mean_difference"]
+    if None in (mean, low, high):
+        return "no interval"
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
