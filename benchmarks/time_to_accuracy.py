@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from sao.reproduce.budgets import BUDGETS
-from sao.reproduce.claims import LATENCY_OVERRIDES, Arm
+from sao.reproduce.claims import timed_arm
 from sao.reproduce.runs import (
     PlannedRun,
     execute,
@@ -32,16 +32,6 @@ from sao.reproduce.runs import (
     warm_start_once,
 )
 from sao.reproduce.time_to_accuracy import CLAIMED_RATIO, read_curve, time_ratio
-
-
-def _arm(env: str, preset: str, latency: bool) -> Arm:
-    return Arm(
-        key=f"{env}_{preset}" + ("_latency" if latency else ""),
-        env=env,
-        preset=preset,
-        overrides=LATENCY_OVERRIDES if latency else (),
-        timed=True,
-    )
 
 
 def main() -> int:
@@ -55,7 +45,7 @@ def main() -> int:
     args = parser.parse_args()
 
     out = args.out / args.budget
-    sao, grpo = (_arm(args.env, preset, args.latency) for preset in ("sao", "grpo"))
+    sao, grpo = (timed_arm(args.env, preset, args.latency) for preset in ("sao", "grpo"))
     runs = [PlannedRun(arm, args.seed, run_dir_for(out, arm, args.seed)) for arm in (sao, grpo)]
     execute(runs, BUDGETS[args.budget], train_in_process, warm_start_once)
     sao_curve, grpo_curve = (read_curve(run.run_dir) for run in runs)

@@ -288,7 +288,9 @@ LATENCY_OVERRIDES: tuple[str, ...] = (
 )
 
 
-def _timed(env: str, preset: str, latency: bool = False) -> Arm:
+def timed_arm(env: str, preset: str, latency: bool = False) -> Arm:
+    """A preset on `env` with evals at points of training time (claim (h)), under the latency
+    overlay when `latency`."""
     return Arm(
         key=f"{env}_{preset}_timed" + ("_latency" if latency else ""),
         env=env,
@@ -299,7 +301,7 @@ def _timed(env: str, preset: str, latency: bool = False) -> Arm:
 
 
 def _time_claim(claim_id: str, env: str, latency: bool, where: str) -> Claim:
-    sao, grpo, grpo_dis = (_timed(env, p, latency) for p in ("sao", "grpo", "grpo_dis"))
+    sao, grpo, grpo_dis = (timed_arm(env, p, latency) for p in ("sao", "grpo", "grpo_dis"))
     return Claim(
         claim_id,
         f"{where}, SAO reaches GRPO's (and GRPO+DIS's) final held-out accuracy in at most half "
