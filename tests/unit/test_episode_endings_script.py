@@ -1,0 +1,32 @@
+"""scripts/episode_endings.py: endings counted with their rewarded share."""
+
+import importlib.util
+from pathlib import Path
+
+_PATH = Path(__file__).resolve().parents[2] / "scripts" / "episode_endings.py"
+_SPEC = importlib.util.spec_from_file_location("episode_endings", _PATH)
+assert _SPEC is not None and _SPEC.loader is not None
+episode_endings = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(episode_endings)
+
+
+def _episode(reason, events, reward):
+    return {"reward": reward, "metadata": {"info": {"end_reason": reason, "events": events}}}
+
+
+def test_endings_group_by_reason_and_last_events_most_common_first():
+    rows = [
+        _episode("max_turns", ["replace", "test_failed", "replace", "test_failed", "replace"], 0),
+        _episode("max_turns", ["view", "test_failed", "replace", "test_failed", "replace"], 1),
+        _episode("answer", ["replace", "test_passed", "submit"], 1),
+    ]
+    assert episode_endings.endings(rows, events=3) == [
+        ("max_turns: replace > test_failed > replace", 2, 1),
+        ("answer: replace > test_passed > submit", 1, 1),
+    ]
+    assert episode_endings.endings(rows, events=0) == [("max_turns", 2, 1), ("answer", 1, 1)]
+
+
+def test_an_environment_without_events_is_named_by_its_end_reason():
+    row = {"reward": 0.0, "metadata": {"end_reason": "malformed", "info": {}}}
+    assert episode_endings.ending_key(row["metadata"], events=3) == "malformed"
