@@ -178,6 +178,36 @@ def test_refresh_rejudges_a_report_from_its_stored_values(tmp_path, capsys):
     assert "Runs made by hand." in (tmp_path / "report.md").read_text()
 
 
+def test_claims_of_other_studies_are_judged_again_and_share_the_opening_table(tmp_path):
+    from sao.reproduce.refresh import refresh
+
+    stub = StubRuns()
+    other = tmp_path / "other"
+    run_reproduce_command(["c"], 3, "quick", other, stub.run, stub.warm_start, progress=False)
+    main_dir = tmp_path / "main"
+    run_reproduce_command(["c"], 3, "quick", main_dir, stub.run, stub.warm_start, progress=False)
+    separate = json.loads((other / "report.json").read_text())
+    # The separate study's sao_k1 now wins on every seed: its verdict must flip on refresh.
+    separate["claims"][0]["comparisons"][1]["right_values"] = [0.95, 0.96, 0.97]
+    separate["claims"][0]["statement"] = "K=2 beats K=1, measured elsewhere"
+    path = main_dir / "report.json"
+    report = json.loads(path.read_text())
+    report["other_studies"] = [
+        {**separate, "file": "quick_claim_c.md", "budget": "quick", "commits": ["abc1234"]}
+    ]
+    path.write_text(json.dumps(report))
+
+    refreshed = refresh(path)
+    (elsewhere,) = refreshed["other_studies"][0]["claims"]
+    assert elsewhere["verdict"] == "not reproduced"
+    assert refreshed["claims"][0]["verdict"] != "not reproduced"
+    table = (main_dir / "report.md").read_text().split("\n\n")[1]
+    rows = [line for line in table.splitlines() if line.startswith("| (c)")]
+    assert len(rows) == 2
+    assert "measured elsewhere" in rows[1] and "**not reproduced**" in rows[1]
+    assert "`abc1234`, budget `quick`: [quick_claim_c.md](quick_claim_c.md)" in rows[1]
+
+
 def test_refresh_refuses_a_file_that_is_not_a_report_in_one_line(tmp_path, capsys):
     from sao.reproduce.refresh import main as refresh_main
 

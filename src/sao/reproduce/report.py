@@ -182,9 +182,31 @@ def build_report(
 def rejudge(report: dict[str, Any]) -> dict[str, Any]:
     """`report` judged again by the current rule and power analysis from the per-seed values it
     stores (each comparison's `left_values` and `right_values`), with each claim's `paper` from
-    the current claim table: a report whose run directories are gone can still be refreshed."""
+    the current claim table: a report whose run directories are gone can still be refreshed.
+
+    `other_studies` (optional) are claims judged in separate studies (another budget or
+    environment), each `{"file", "budget", "commits", "claims"}`; they are judged again the same
+    way and listed in the opening table beside this study's claims, so one table holds every
+    verdict."""
+    others = [
+        {**study, "claims": _rejudge_claims(study["claims"])}
+        for study in report.get("other_studies", [])
+    ]
+    out = {
+        **report,
+        "commits": report.get("commits", []),
+        "rule": RULE,
+        "power_method": POWER_METHOD,
+        "claims": _rejudge_claims(report["claims"]),
+    }
+    if others:
+        out["other_studies"] = others
+    return out
+
+
+def _rejudge_claims(judged: list[dict[str, Any]]) -> list[dict[str, Any]]:
     claims = []
-    for claim in report["claims"]:
+    for claim in judged:
         comparisons = [
             {**c, **judge_sides(c["left_values"], c["right_values"], c["relation"], c["margin"])}
             for c in claim["comparisons"]
@@ -193,13 +215,7 @@ def rejudge(report: dict[str, Any]) -> dict[str, Any]:
         entry = {**claim, "comparisons": comparisons}
         entry["paper"] = known.paper if known is not None else claim.get("paper", "")
         claims.append({**entry, **_claim_judgement(entry)})
-    return {
-        **report,
-        "commits": report.get("commits", []),
-        "rule": RULE,
-        "power_method": POWER_METHOD,
-        "claims": claims,
-    }
+    return claims
 
 
 def write_report(report: dict[str, Any], out: Path) -> None:
@@ -274,12 +290,19 @@ def summary_table(report: dict[str, Any]) -> list[str]:
         "| verdict | seeds | seeds needed | runs at |",
         "|---|---|---|---|---|---|---|",
     ]
-    lines += [
-        f"| ({c['id']}) {c['statement']} | {c.get('paper', '')} | {_ours(c)} | **{c['verdict']}** "
-        f"| {c['seeds']} | {seeds_needed_text(c)} | {commits} |"
-        for c in report["claims"]
-    ]
+    lines += [_summary_row(c, commits) for c in report["claims"]]
+    for study in report.get("other_studies", []):
+        where = ", ".join(f"`{c}`" for c in study.get("commits", [])) or "not recorded"
+        where += f", budget `{study['budget']}`: [{study['file']}]({study['file']})"
+        lines += [_summary_row(c, where) for c in study["claims"]]
     return lines
+
+
+def _summary_row(claim: dict[str, Any], runs_at: str) -> str:
+    return (
+        f"| ({claim['id']}) {claim['statement']} | {claim.get('paper', '')} | {_ours(claim)} "
+        f"| **{claim['verdict']}** | {claim['seeds']} | {seeds_needed_text(claim)} | {runs_at} |"
+    )
 
 
 def render_markdown(report: dict[str, Any]) -> str:
