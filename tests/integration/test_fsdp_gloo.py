@@ -92,6 +92,9 @@ def rank_main(rank: int, port: int, out: str) -> None:
         result = two_steps()
         if rank == 0:
             torch.save(result, out)
+        # Neither rank tears gloo down while the other may still be in a collective: a rank
+        # that destroys its group early can abort its peer.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
