@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -25,7 +26,11 @@ from sao.envs.style_stream.metrics import (
     switch_steps,
 )
 from sao.envs.style_stream.styles import STYLES, SUBJECTS, detect_style, quality_problems
-from sao.envs.style_stream.tasks import StyleStreamTaskSource, preferred_style_at
+from sao.envs.style_stream.tasks import (
+    REQUEST_LINE,
+    StyleStreamTaskSource,
+    preferred_style_at,
+)
 from sao.envs.style_stream.teacher import REPLIES, demonstrations, summarize
 
 
@@ -104,6 +109,90 @@ def test_splits_are_disjoint_and_test_prefers_one_style() -> None:
         StyleStreamTaskSource(switch_every=0)
     with pytest.raises(ValueError, match="styles"):
         StyleStreamTaskSource(styles=["cute", "goth"])
+
+
+# ----------------------------------------------------------------------------- requests
+def first(source: StyleStreamTaskSource, n: int, seed: int) -> list:
+    return list(itertools.islice(source.stream("train", seed, chunk=64), n))
+
+
+def requested_indices(tasks: list) -> list[int]:
+    return [t.meta["index"] for t in tasks if t.meta.get("requested_style") is not None]
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.5, "0.2", True, None])
+def test_request_rate_is_validated(rate: object) -> None:
+    with pytest.raises(ValueError, match=r"^request_rate: must be a number in \[0, 1\]"):
+        StyleStreamTaskSource(request_rate=rate)
+
+
+def test_a_bad_request_rate_in_the_config_fails_preflight() -> None:
+    from sao.config import ConfigError, load_config
+    from sao.preflight import check_env
+
+    config = load_config(overrides=["env.name=style_stream", "env.task_options.request_rate=2"])
+    with pytest.raises(ConfigError, match="request_rate") as err:
+        check_env(config)
+    assert "\n" not in str(err.value)
+    assert load_config(overrides=["env.name=style_stream"]).env.task_options["request_rate"] > 0
+
+
+def test_requested_share_follows_the_rate_and_is_fixed_by_the_seed() -> None:
+    source = StyleStreamTaskSource(request_rate=0.2)
+    tasks = first(source, 4000, seed=3)
+    assert abs(len(requested_indices(tasks)) / 4000 - 0.2) < 0.025
+    assert requested_indices(first(source, 4000, seed=3)) == requested_indices(tasks)
+    assert requested_indices(first(source, 4000, seed=4)) != requested_indices(tasks)
+    assert requested_indices(first(StyleStreamTaskSource(), 4000, seed=3)) == []
+    assert (
+        0.45
+        < len(requested_indices(first(StyleStreamTaskSource(request_rate=0.5), 2000, 0))) / 2000
+        < 0.55
+    )
+
+
+def test_requested_prompts_name_the_stream_preferred_style() -> None:
+    source = StyleStreamTaskSource(switch_every=50, request_rate=0.3)
+    plain = {t.meta["index"]: t for t in first(StyleStreamTaskSource(switch_every=50), 300, 1)}
+    tasks = first(source, 300, seed=1)
+    requested = [t for t in tasks if t.meta.get("requested_style") is not None]
+    assert {t.meta["requested_style"] for t in requested} == {"cute", "chuunibyou", "classical"}
+    for task in tasks:
+        index, style = task.meta["index"], task.meta["preferred_style"]
+        assert style == preferred_style_at(index, source.schedule, 50)[0] == task.answer
+        if task in requested:
+            assert task.meta["requested_style"] == style
+            assert task.prompt == plain[index].prompt + f"Write it in the {style} style.\n"
+            assert task.task_id != plain[index].task_id
+        else:
+            assert "requested_style" not in task.meta and task == plain[index]
+    assert [t.meta.get("requested_style") for t in source.train(300, seed=1)] == [
+        t.meta.get("requested_style") for t in tasks
+    ]
+
+
+def test_held_out_tasks_are_never_requested() -> None:
+    tasks = StyleStreamTaskSource(request_rate=1.0).test(300, seed=0)
+    assert all("requested_style" not in t.meta and " style.\n" not in t.prompt for t in tasks)
+    stream = StyleStreamTaskSource(request_rate=1.0).stream("test", seed=0)
+    assert all("requested_style" not in t.meta for t in itertools.islice(stream, 300))
+
+
+def test_a_requested_prompt_rewards_the_requested_style() -> None:
+    source = StyleStreamTaskSource(switch_every=10**6)
+    task = source.request(source.train(1, seed=2)[0], "pirate")
+    subject = task.meta["subject"]
+    assert task.prompt.endswith(REQUEST_LINE.format(style="pirate"))
+    env = StyleStreamEnv()
+    env.reset(task)
+    result = env.step(f"<answer>arr, the {subject} be fine, matey</answer>")
+    assert (result.reward, result.info["requested_style"]) == (1.0, "pirate")
+    env.reset(task)
+    assert env.step(f"<answer>the {subject} is so soft, nya~</answer>").reward == 0.0
+    with pytest.raises(ValueError, match="already"):
+        source.request(task, "cute")
+    with pytest.raises(ValueError, match="style"):
+        source.request(source.train(1, seed=2)[0], "goth")
 
 
 # ----------------------------------------------------------------------------- environment
@@ -324,7 +413,7 @@ def test_style_shares_figure_draws_each_style_and_phase(tmp_path) -> None:
 
 # ----------------------------------------------------------------------------- teacher
 def test_teacher_writes_uniform_styles_with_headroom() -> None:
-    demos = demonstrations(2000, seed=0)
+    demos = demonstrations(2000, seed=0, request_rate=0.0)
     stats = summarize(demos)
     for style in STYLES:
         assert 0.2 <= stats[f"share_{style}"] <= 0.3
@@ -332,6 +421,30 @@ def test_teacher_writes_uniform_styles_with_headroom() -> None:
     assert 0.18 <= stats["accuracy"] <= 0.28  # ~quality / 4: RL must find the preferred style
     assert demos[0].segments() == [(demos[0].task.prompt, False), (demos[0].action, True)]
     assert max(len(d.text) for d in demos) < 250
+
+
+def test_teacher_follows_requests_for_every_style() -> None:
+    demos = demonstrations(2000, seed=0)  # the warm start's request share
+    requested = [d for d in demos if d.requested_style is not None]
+    assert 0.45 <= len(requested) / len(demos) <= 0.55
+    for demo in requested:
+        assert demo.style == demo.requested_style
+        assert demo.task.prompt.endswith(f"Write it in the {demo.style} style.\n")
+        assert demo.reward == float(demo.quality)  # the requested style is the preferred one
+    stats = summarize(demos)
+    assert stats["request_followed"] == 1.0
+    for style in STYLES:
+        # Drawn over every style, not the schedule's (cute, then chuunibyou from prompt 1280).
+        assert 0.2 <= stats[f"requested_{style}"] <= 0.3
+        assert 0.2 <= stats[f"share_{style}"] <= 0.3  # unrequested prompts: uniform as before
+    assert 0.18 <= stats["accuracy_unrequested"] <= 0.28
+    assert stats["accuracy"] > 0.5
+    plain = demonstrations(300, seed=0, request_rate=0.0)
+    assert all(d.requested_style is None for d in plain)
+    with pytest.raises(ValueError, match="source"):
+        demonstrations(10, seed=0, source=StyleStreamTaskSource(request_rate=0.1))
+    with pytest.raises(ValueError, match="request_rate"):
+        demonstrations(10, seed=0, request_rate=1.5)
 
 
 def test_registry_builds_style_stream() -> None:

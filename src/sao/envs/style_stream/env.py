@@ -11,7 +11,8 @@ The policy answers once; the judge (rules by default, an LLM optionally; see
 *preferred* style. The prompt never names that style: it follows a schedule over the stream of
 training prompts (`tasks`: every `switch_every` prompts the next style of `schedule`, e.g.
 cute -> chuunibyou -> classical), carried in each task's `meta["preferred_style"]` and `meta["phase"]`,
-so the policy has to find the preferred style from the reward and follow it when it moves. With
+so the policy has to find the preferred style from the reward and follow it when it moves. A
+requested prompt names its style (`meta["requested_style"]`, passed on in the step's info). With
 `B` trajectories per learner step and `G` per prompt, the switches fall on learner steps
 `k * switch_every * G / B`.
 """
@@ -71,6 +72,7 @@ class StyleStreamEnv(TurnLimitedEnvironment):
             "format_error": parsed.format_error,
             "preferred_style": meta["preferred_style"],
             "phase": meta.get("phase"),
+            "requested_style": meta.get("requested_style"),
             "end_reason": None,
         }
         if parsed.kind == "answer":

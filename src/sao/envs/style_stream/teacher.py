@@ -1,10 +1,15 @@
-"""Warm-start demonstrations for `style_stream`: one-line replies in uniformly random styles.
+"""Warm-start demonstrations for `style_stream`: one-line replies in uniformly random styles,
+or in the style a prompt asks for.
 
-The teacher does not know the preferred style -- nobody does before the reward says so -- so it
-writes each reply in a style drawn uniformly from those offered. Under any preference its
-reward is therefore about `(1 - p_bad) / len(styles)`; RL has to find the preferred style and
-follow it across switches. With probability `p_bad` a reply also breaks a quality rule (off
-topic, or a repeated word), so quality is something RL can improve too.
+The teacher does not know the preferred style -- nobody does before the reward says so -- so on
+an ordinary prompt it writes in a style drawn uniformly from those offered. Under any preference
+its reward there is therefore about `(1 - p_bad) / len(styles)`; RL has to find the preferred
+style and follow it across switches. A share `request_rate` of the demonstration prompts names a
+style drawn uniformly from those offered (not the schedule's), and the teacher writes in it: the
+warm start can then produce every style on request, as a pretrained model can, so a stream whose
+users sometimes ask outright (`StyleStreamTaskSource(request_rate=...)`) rewards a new preferred
+style whatever the policy samples unprompted. With probability `p_bad` a reply also breaks a
+quality rule (off topic, or a repeated word), so quality is something RL can improve too.
 """
 
 from __future__ import annotations
@@ -48,12 +53,20 @@ REPLIES: dict[str, tuple[str, ...]] = {
 }
 
 
+# Share of demonstration prompts that request a style. Half: each style is then requested in
+# 1/8 of the demonstrations (2,500 of the default 20,000), enough to tie the request line to its
+# style, and the other half keeps the unprompted style mix uniform, which is where RL on
+# unrequested prompts starts from.
+SFT_REQUEST_RATE = 0.5
+
+
 @dataclass(frozen=True)
 class Demonstration(TeacherTrajectory):
     """One teacher reply and the reward the environment gave it.
 
     Attributes:
-        task: the task (its `meta["preferred_style"]` set the reward).
+        task: the task (its `meta["preferred_style"]` set the reward; a requested one has
+            `meta["requested_style"]`, which is also its preferred style).
         turns: one turn, `<answer>REPLY</answer>`.
         reward: the judge's reward under the task's preferred style.
         style: the style the teacher wrote in.
@@ -70,6 +83,11 @@ class Demonstration(TeacherTrajectory):
         """The reply, with its answer tags."""
         return self.turns[0].action
 
+    @property
+    def requested_style(self) -> str | None:
+        """The style the prompt asked for, or None."""
+        return self.task.meta.get("requested_style")
+
 
 def write_reply(style: str, subject: str, rng: random.Random, bad: bool = False) -> str:
     """A one-line reply about `subject` in `style`; a `bad` one is off topic or repetitive."""
@@ -84,8 +102,9 @@ def write_reply(style: str, subject: str, rng: random.Random, bad: bool = False)
 
 
 def demonstrate(task: Task, env: StyleStreamEnv, rng: random.Random, p_bad: float) -> Demonstration:
-    """Reply to `task` in a uniformly random offered style and score it with `env`."""
-    style = rng.choice(task.meta["styles"])
+    """Reply to `task` in the style it requests, else in a uniformly random offered style, and
+    score it with `env`."""
+    style = task.meta.get("requested_style") or rng.choice(task.meta["styles"])
     bad = rng.random() < p_bad
     action = ANSWER_OPEN + write_reply(style, task.meta["subject"], rng, bad) + ANSWER_CLOSE
     env.reset(task)
@@ -102,31 +121,72 @@ def demonstrations(
     *,
     split: str = "train",
     p_bad: float = 0.1,
+    request_rate: float = SFT_REQUEST_RATE,
     source: StyleStreamTaskSource | None = None,
     env: StyleStreamEnv | None = None,
 ) -> list[Demonstration]:
-    """`n` demonstrations on prompts of `split`, deterministic in `seed`."""
+    """`n` demonstrations on prompts of `split`, deterministic in `seed`.
+
+    Each prompt requests, with probability `request_rate`, a style drawn uniformly from the
+    source's styles; `source` itself must not request (its requests name the schedule's style).
+    """
     if split not in ("train", "test"):
         raise ValueError(f"split: must be 'train' or 'test', got {split!r}")
     if not 0.0 <= p_bad <= 1.0:
         raise ValueError(f"p_bad: must be a probability, got {p_bad!r}")
+    if not 0.0 <= request_rate <= 1.0:
+        raise ValueError(f"request_rate: must be a probability, got {request_rate!r}")
     source = source if source is not None else StyleStreamTaskSource()
+    if source.request_rate > 0.0:
+        raise ValueError(
+            "source: its requests name the schedule's style; the teacher draws its own "
+            "(request_rate=), so pass a source with request_rate 0"
+        )
     env = env if env is not None else StyleStreamEnv()
     tasks = source.train(n, seed) if split == "train" else source.test(n, seed)
     rng = random.Random(seed * 7919 + 29)
-    return [demonstrate(task, env, rng, p_bad) for task in tasks]
+    demos = []
+    for task in tasks:
+        # No draw at rate 0, so those demonstrations are the ones written before requests.
+        if request_rate > 0.0 and rng.random() < request_rate:
+            task = source.request(task, rng.choice(source.styles))
+        demos.append(demonstrate(task, env, rng, p_bad))
+    return demos
 
 
 def summarize(demos: Sequence[Demonstration]) -> dict[str, float]:
-    """Mean reward, share of good-quality replies, and each style's share."""
+    """Mean reward (of all and of unrequested prompts) and share of good-quality replies; the
+    share of requested prompts and of
+    those answered in the requested style; each style's share of the unrequested replies
+    (`share_<style>`) and of the requests (`requested_<style>`)."""
     if not demos:
         raise ValueError("demos: empty")
+    requested = [d for d in demos if d.requested_style is not None]
+    unrequested = [d for d in demos if d.requested_style is None]
     out = {
         "count": float(len(demos)),
         "accuracy": sum(d.reward for d in demos) / len(demos),
         "quality_rate": sum(d.quality for d in demos) / len(demos),
         "mean_chars": sum(len(d.text) for d in demos) / len(demos),
+        "accuracy_unrequested": (
+            sum(d.reward for d in unrequested) / len(unrequested) if unrequested else float("nan")
+        ),
+        "requested_share": len(requested) / len(demos),
+        "request_followed": (
+            sum(d.style == d.requested_style for d in requested) / len(requested)
+            if requested
+            else float("nan")
+        ),
     }
     for style in REPLIES:
-        out[f"share_{style}"] = sum(d.style == style for d in demos) / len(demos)
+        out[f"share_{style}"] = (
+            sum(d.style == style for d in unrequested) / len(unrequested)
+            if unrequested
+            else float("nan")
+        )
+        out[f"requested_{style}"] = (
+            sum(d.requested_style == style for d in requested) / len(requested)
+            if requested
+            else float("nan")
+        )
     return out
