@@ -45,6 +45,7 @@ QUICK_CODE_REPAIR: tuple[str, ...] = (
 )
 
 # Three 10-step phases: the preference moves every 10 learner steps of 16 one-rollout prompts.
+# Setting `env.task_options` replaces the packaged mapping, so the request rate is restated.
 QUICK_STYLE_STREAM: tuple[str, ...] = (
     "critic.pretrain.num_trajectories=32",
     "critic.pretrain.max_steps=20",
@@ -55,7 +56,8 @@ QUICK_STYLE_STREAM: tuple[str, ...] = (
     "train.eval_every=0",
     "train.eval_n=50",
     "train.checkpoint_every=5",
-    "env.task_options={switch_every: 160, schedule: [cute, chuunibyou, classical]}",
+    "env.task_options={switch_every: 160, schedule: [cute, chuunibyou, classical], "
+    "request_rate: 0.2}",
 )
 
 

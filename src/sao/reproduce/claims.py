@@ -149,12 +149,14 @@ CRITIC_GRAD_ROUGHNESS = Metric(
 )
 POST_SWITCH_REWARD = Metric(
     "post_switch_phase_end_reward",
-    "style_stream: mean closing reward of the phases after the first switch",
+    "style_stream: mean closing reward of the phases after the first switch (of unrequested "
+    "prompts when the stream requests styles)",
     readers.after_first_switch_phase_end_reward,
 )
 ADAPTATION_LAG = Metric(
     "adaptation_lag",
-    "style_stream: mean steps to recover 80% of the pre-switch reward (never: the phase length)",
+    "style_stream: mean steps to recover 80% of the pre-switch reward (never: the phase length; "
+    "unrequested prompts' reward when the stream requests styles)",
     readers.adaptation_lag_censored,
 )
 

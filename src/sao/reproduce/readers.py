@@ -85,7 +85,9 @@ def step_roughness(key: str) -> Callable[[Path], float]:
 
 
 def after_first_switch_phase_end_reward(run_dir: Path) -> float:
-    """style_stream: mean closing reward of the phases after the first preference switch."""
+    """style_stream: mean closing reward of the phases after the first preference switch (in a
+    run whose stream requests styles, of the unrequested prompts: the report computes
+    `style_phase_end_reward` from them)."""
     levels = _summary_value(run_dir, "style_phase_end_reward")[1:]
     levels = [level for level in levels if level is not None]
     if not levels:
@@ -95,7 +97,8 @@ def after_first_switch_phase_end_reward(run_dir: Path) -> float:
 
 def adaptation_lag_censored(run_dir: Path) -> float:
     """style_stream: mean steps to recover after each switch; a phase that never recovers counts
-    as its full length (the lag is at least that), so a run that never re-adapts is the slowest."""
+    as its full length (the lag is at least that), so a run that never re-adapts is the slowest.
+    In a run whose stream requests styles the report's lags follow the unrequested reward."""
     summary = read_summary(run_dir)
     switches = summary.get("style_switch_steps") or []
     lags = summary.get("style_adaptation_lag") or []
