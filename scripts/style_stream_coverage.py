@@ -3,7 +3,9 @@
 An on-policy learner can only reinforce a style it samples: a style with near-zero share under the
 warm start cannot be found from the reward alone. This samples `--samples` replies to each of
 `--n` held-out prompts and prints each style's share, the quality rate, and the reward the policy
-would get were each style the preferred one.
+would get were each style the preferred one. With `--requests` it then asks for each style
+outright on the same prompts (the line a requested prompt adds) and prints the share of replies
+in the requested style: whether the policy can produce every style on request.
 
 python scripts/style_stream_coverage.py --model checkpoints/warm_start_style_stream --n 100
 """
@@ -31,22 +33,34 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--temperature", type=float, default=None, help="default: the config's")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the numbers here")
+    parser.add_argument(
+        "--requests", action="store_true", help="also request each style on the same prompts"
+    )
     args = parser.parse_args(argv)
     overrides = ["env.name=style_stream"]
     if args.temperature is not None:
         overrides.append(f"rollout.temperature={args.temperature}")
     config = load_config(overrides=overrides)
     policy, tokenizer = load_policy(args.model)
-    tasks = StyleStreamTaskSource().test(args.n, args.seed)
+    source = StyleStreamTaskSource()
+    tasks = source.test(args.n, args.seed)
     loop = build_agent_loop(config, policy, tokenizer, seed=args.seed, for_training=False)
-    try:
+
+    def sample(prompts: list, label: str) -> list[dict]:
         episodes = [
-            (f"cov-{i}-{k}", t, {}) for i, t in enumerate(tasks) for k in range(args.samples)
+            (f"{label}-{i}-{k}", t, {}) for i, t in enumerate(prompts) for k in range(args.samples)
         ]
-        trajectories = loop.run(episodes)
+        return [t.metadata.get("info", {}) for t in loop.run(episodes)]
+
+    try:
+        infos = sample(tasks, "cov")
+        requested = (
+            {s: sample([source.request(t, s) for t in tasks], f"req-{s}") for s in STYLES}
+            if args.requests
+            else {}
+        )
     finally:
         loop.close()
-    infos = [t.metadata.get("info", {}) for t in trajectories]
     total = len(infos)
     styles = Counter(reply_category(info.get("reply"), info.get("style")) for info in infos)
     good = [info for info in infos if info.get("quality")]
@@ -64,6 +78,20 @@ def main(argv: list[str] | None = None) -> None:
             line += f"  reward if preferred {result['reward_if_preferred'][s]:.3f}"
         print(line)
     print(f"quality     {result['quality_rate']:.3f}")
+    if requested:
+        result["requested"] = {
+            s: {
+                "in_style": sum(i.get("style") == s for i in got) / len(got),
+                "rewarded": sum(i.get("style") == s and bool(i.get("quality")) for i in got)
+                / len(got),
+            }
+            for s, got in requested.items()
+        }
+        for s, r in result["requested"].items():
+            print(
+                f"asked {s:<11} in that style {r['in_style']:.3f}  "
+                f"with quality too {r['rewarded']:.3f}"
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
