@@ -1,0 +1,49 @@
+"""scripts/critic_ceiling.py: the prompt-only share of the return variance, and explained variance
+at the first and last action token."""
+
+import importlib.util
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+_PATH = Path(__file__).resolve().parents[2] / "scripts" / "critic_ceiling.py"
+_SPEC = importlib.util.spec_from_file_location("critic_ceiling", _PATH)
+assert _SPEC is not None and _SPEC.loader is not None
+critic_ceiling = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(critic_ceiling)
+
+
+def test_tasks_that_always_or_never_succeed_put_all_the_variance_between_tasks():
+    rewards = [[1, 1, 1, 1], [0, 0, 0, 0]] * 500
+    assert critic_ceiling.between_task_share(rewards) == pytest.approx(1.0, abs=0.01)
+
+
+def test_tasks_of_equal_success_rate_leave_nothing_between_them():
+    rng = random.Random(0)
+    rewards = [[float(rng.random() < 0.5) for _ in range(4)] for _ in range(4000)]
+    assert abs(critic_ceiling.between_task_share(rewards)) < 0.03
+
+
+def test_the_share_is_unbiased_for_known_task_rates():
+    # p is 0.2 or 0.8 with equal odds: Var(p) = 0.09, Var(R) = 0.25, share 0.36.
+    rng = random.Random(1)
+    rewards = []
+    for i in range(6000):
+        p = 0.2 if i % 2 else 0.8
+        rewards.append([float(rng.random() < p) for _ in range(3)])
+    assert critic_ceiling.between_task_share(rewards) == pytest.approx(0.36, abs=0.03)
+
+
+def test_a_single_sample_per_task_is_refused():
+    with pytest.raises(ValueError, match="2 or more samples"):
+        critic_ceiling.between_task_share([[1.0], [0.0]])
+
+
+def test_explained_is_one_for_a_perfect_prediction_and_nan_for_constant_returns():
+    returns = torch.tensor([0.0, 1.0, 1.0, 0.0])
+    assert critic_ceiling._explained(returns.clone(), returns) == pytest.approx(1.0)
+    assert critic_ceiling._explained(torch.full((4,), 0.5), returns) == pytest.approx(0.0)
+    assert math.isnan(critic_ceiling._explained(returns, torch.ones(4)))
