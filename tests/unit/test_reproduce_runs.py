@@ -193,19 +193,22 @@ def test_claims_of_other_studies_are_judged_again_and_share_the_opening_table(tm
     path = main_dir / "report.json"
     report = json.loads(path.read_text())
     report["other_studies"] = [
-        {**separate, "file": "quick_claim_c.md", "budget": "quick", "commits": ["abc1234"]}
+        {**separate, "file": "quick_claim_c.md", "budget": "quick", "commits": ["abc1234"]},
+        {**separate, "file": "c2.md", "budget": "full", "commits": ["def5678"], "note": "K=3"},
     ]
     path.write_text(json.dumps(report))
 
     refreshed = refresh(path)
     (elsewhere,) = refreshed["other_studies"][0]["claims"]
+    assert refreshed["other_studies"][1]["note"] == "K=3"
     assert elsewhere["verdict"] == "not reproduced"
     assert refreshed["claims"][0]["verdict"] != "not reproduced"
     table = (main_dir / "report.md").read_text().split("\n\n")[1]
     rows = [line for line in table.splitlines() if line.startswith("| (c)")]
-    assert len(rows) == 2
+    assert len(rows) == 3
     assert "measured elsewhere" in rows[1] and "**not reproduced**" in rows[1]
-    assert "`abc1234`, budget `quick`: [quick_claim_c.md](quick_claim_c.md)" in rows[1]
+    assert rows[1].endswith("`abc1234`, budget `quick`: [quick_claim_c.md](quick_claim_c.md) |")
+    assert rows[2].endswith("`def5678`, budget `full`: [c2.md](c2.md); K=3 |")
 
 
 def test_refresh_refuses_a_file_that_is_not_a_report_in_one_line(tmp_path, capsys):

@@ -185,7 +185,8 @@ def rejudge(report: dict[str, Any]) -> dict[str, Any]:
     the current claim table: a report whose run directories are gone can still be refreshed.
 
     `other_studies` (optional) are claims judged in separate studies (another budget or
-    environment), each `{"file", "budget", "commits", "claims"}`; they are judged again the same
+    environment), each `{"file", "budget", "commits", "claims"}` and optionally a `"note"` (what
+    set the study apart, shown beside its commit); they are judged again the same
     way and listed in the opening table beside this study's claims, so one table holds every
     verdict."""
     others = [
@@ -294,6 +295,8 @@ def summary_table(report: dict[str, Any]) -> list[str]:
     for study in report.get("other_studies", []):
         where = ", ".join(f"`{c}`" for c in study.get("commits", [])) or "not recorded"
         where += f", budget `{study['budget']}`: [{study['file']}]({study['file']})"
+        if study.get("note"):
+            where += f"; {study['note']}"
         lines += [_summary_row(c, where) for c in study["claims"]]
     return lines
 
