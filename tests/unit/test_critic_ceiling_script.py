@@ -1,19 +1,15 @@
 """scripts/critic_ceiling.py: the prompt-only share of the return variance, and explained variance
 at the first and last action token."""
 
-import importlib.util
 import math
 import random
-from pathlib import Path
 
 import pytest
 import torch
 
-_PATH = Path(__file__).resolve().parents[2] / "scripts" / "critic_ceiling.py"
-_SPEC = importlib.util.spec_from_file_location("critic_ceiling", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-critic_ceiling = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(critic_ceiling)
+from repo_scripts import load_script
+
+critic_ceiling = load_script("critic_ceiling")
 
 
 def test_tasks_that_always_or_never_succeed_put_all_the_variance_between_tasks():

@@ -1,16 +1,12 @@
 """scripts/critic_windows.py: the first/last-window table of the critic's error variance."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "scripts" / "critic_windows.py"
-_SPEC = importlib.util.spec_from_file_location("critic_windows", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-critic_windows = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(critic_windows)
+from repo_scripts import load_script
+
+critic_windows = load_script("critic_windows")
 
 
 def _row(step, reward, ev, returns_var, **extra):

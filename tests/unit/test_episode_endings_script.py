@@ -1,13 +1,8 @@
 """scripts/episode_endings.py: endings counted with their rewarded share."""
 
-import importlib.util
-from pathlib import Path
+from repo_scripts import load_script
 
-_PATH = Path(__file__).resolve().parents[2] / "scripts" / "episode_endings.py"
-_SPEC = importlib.util.spec_from_file_location("episode_endings", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-episode_endings = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(episode_endings)
+episode_endings = load_script("episode_endings")
 
 
 def _episode(reason, events, reward):

@@ -1,16 +1,12 @@
 """scripts/step_windows.py: metrics averaged over step windows, pooled over runs."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "scripts" / "step_windows.py"
-_SPEC = importlib.util.spec_from_file_location("step_windows", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-step_windows = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(step_windows)
+from repo_scripts import load_script
+
+step_windows = load_script("step_windows")
 
 
 def test_windows_parse_as_inclusive_ranges_and_bad_ones_are_named():
