@@ -54,3 +54,35 @@ def test_simulate_refuses_an_environment_without_users(capsys):
 def test_simulate_refuses_bad_counts(flag, capsys):
     assert main(["simulate", "--url", "http://127.0.0.1:9", flag, "0"]) == 2
     assert "must be >= 1" in capsys.readouterr().err
+
+
+def test_users_who_name_the_preferred_style_are_counted_apart(policy_dir, tmp_path):
+    service = make_service(policy_dir, tmp_path / "s.db", api_key="k", warmup=1)
+    options = {"switch_every": 3, "request_rate": 0.5}
+    with running_server(service) as url:
+        simulate(url, "k", requests=6, concurrency=2, window=3, out=tmp_path / "sim", **options)
+    tasks = list(
+        itertools.islice(make_task_source("style_stream", **options).stream("train", 0), 6)
+    )
+    asked = [t.meta.get("requested_style") for t in tasks]
+    assert any(asked) and not all(asked)  # the stream at seed 0 mixes both kinds
+
+    records = {r["index"]: r for r in map(json.loads, (tmp_path / "sim" / "requests.jsonl").open())}
+    assert [records[i]["requested_style"] for i in range(6)] == asked
+    windows = [json.loads(line) for line in (tmp_path / "sim" / "windows.jsonl").open()]
+    for w, chunk in zip(windows, (range(0, 3), range(3, 6)), strict=True):
+        requested = [records[i] for i in chunk if asked[i]]
+        assert w["style/requested_share"] == pytest.approx(len(requested) / 3)
+        if requested:
+            mean = sum(r["reward"] for r in requested) / len(requested)
+            assert w["style/reward_requested"] == pytest.approx(mean)
+
+
+def test_simulate_refuses_a_request_rate_outside_0_1(capsys, tmp_path):
+    out = tmp_path / "sim"
+    code = main(
+        ["simulate", "--url", "http://127.0.0.1:9", "--request-rate", "1.5", "--out", str(out)]
+    )
+    assert code == 2
+    assert "--request-rate: must be in [0, 1], got 1.5" in capsys.readouterr().err
+    assert not out.exists()

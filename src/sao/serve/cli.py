@@ -59,6 +59,11 @@ def add_simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--switch-every", type=int, help="requests per preferred-style phase (env default if unset)"
     )
+    parser.add_argument(
+        "--request-rate",
+        type=float,
+        help="share of users who name the preferred style outright (default: none do)",
+    )
     parser.add_argument("--window", type=int, default=32, help="requests per report window")
     parser.add_argument("--out", default="runs/simulate", help="report directory")
     parser.add_argument("--seed", type=int, default=0)
@@ -163,6 +168,7 @@ def _run_simulate(args: argparse.Namespace) -> int:
                 requests=args.requests,
                 concurrency=args.concurrency,
                 switch_every=args.switch_every,
+                request_rate=args.request_rate,
                 window=args.window,
                 out=args.out,
                 seed=args.seed,
@@ -192,6 +198,8 @@ def _simulate_agents(args: argparse.Namespace) -> dict:
         )
     if args.switch_every is not None:
         raise ValueError(f"--switch-every: {AGENT_ENV} has no preferred style to switch")
+    if args.request_rate is not None:
+        raise ValueError(f"--request-rate: {AGENT_ENV} has no preferred style to request")
     return simulate_agents(
         url=args.url,
         api_key=resolve_api_key(args.api_key),

@@ -33,9 +33,11 @@ SUPPORTED_ENVS = ("style_stream",)
 
 @dataclass(frozen=True)
 class _Scored:
-    """What the environment's step-metrics hook reads from a trajectory: its `metadata["info"]`."""
+    """What the environment's step-metrics hook reads from a trajectory: its `metadata["info"]`
+    and its reward."""
 
     metadata: dict[str, Any] = field(default_factory=dict)
+    reward: float = 0.0
 
 
 def _fingerprint_version(fingerprint: str | None) -> int | None:
@@ -70,6 +72,7 @@ class _User:
             "reward": result.reward,
             "style": result.info.get("style"),
             "preferred_style": task.meta.get("preferred_style"),
+            "requested_style": task.meta.get("requested_style"),
             "policy_version": _fingerprint_version(reply.system_fingerprint),
             "latency_s": latency,
             "reply": content,
@@ -111,7 +114,9 @@ def window_rows(records: list[dict[str, Any]], window: int, env: str) -> list[di
         chunk = ordered[start : start + window]
         row: dict[str, Any] = {"step": start // window}
         if registration.step_metrics is not None:
-            row.update(registration.step_metrics([_Scored({"info": r}) for r in chunk]))
+            row.update(
+                registration.step_metrics([_Scored({"info": r}, r["reward"]) for r in chunk])
+            )
         row["rollout/reward_mean"] = sum(r["reward"] for r in chunk) / len(chunk)
         versions = [r["policy_version"] for r in chunk if r["policy_version"] is not None]
         row["serve/policy_version_mean"] = sum(versions) / len(versions) if versions else None
@@ -126,11 +131,15 @@ def simulate(
     requests: int = 256,
     concurrency: int = 4,
     switch_every: int | None = None,
+    request_rate: float | None = None,
     window: int = 32,
     out: str | Path = "runs/simulate",
     seed: int = 0,
 ) -> dict[str, Any]:
     """Run `requests` simulated users, `concurrency` at a time; write the report into `out`.
+
+    `switch_every` and `request_rate` (the share of users who name the preferred style outright)
+    are the stream's task options; unset, the environment's own defaults (no requests).
 
     Raises:
         ValueError: an environment without simulated users, or a bad count.
@@ -145,9 +154,15 @@ def simulate(
     for name, value in (("requests", requests), ("concurrency", concurrency), ("window", window)):
         if value < 1:
             raise ValueError(f"--{name}: must be >= 1, got {value}")
+    if request_rate is not None and not 0.0 <= request_rate <= 1.0:
+        raise ValueError(f"--request-rate: must be in [0, 1], got {request_rate}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    task_options = {} if switch_every is None else {"switch_every": switch_every}
+    task_options: dict[str, Any] = {}
+    if switch_every is not None:
+        task_options["switch_every"] = switch_every
+    if request_rate is not None:
+        task_options["request_rate"] = request_rate
     stream = make_task_source(env, **task_options).stream("train", seed)
     tasks = list(itertools.islice(stream, requests))
 
