@@ -34,6 +34,7 @@ import torch
 from sao.agent_setup import build_agent_loop
 from sao.config import SAOConfig, load_config
 from sao.core.advantages import token_gae
+from sao.core.metrics import explained_variance
 from sao.envs.registry import make_task_source
 from sao.learner.chunking import packed_forward, packing_cost_for
 from sao.learner.value_pretrain import pretrain_value
@@ -63,13 +64,6 @@ def between_task_share(rewards_by_task: Sequence[Sequence[float]]) -> float:
     return between / total if total > 0 else math.nan
 
 
-def _explained(values: torch.Tensor, returns: torch.Tensor) -> float:
-    var = float(returns.double().var(unbiased=False))
-    if var <= 0:
-        return math.nan
-    return 1.0 - float((returns - values).double().var(unbiased=False)) / var
-
-
 def held_out_report(
     critic: ValueModel, trajectories: Sequence[Trajectory], config: SAOConfig, pad_token_id: int
 ) -> dict[str, float]:
@@ -91,10 +85,11 @@ def held_out_report(
     first = torch.where(m, positions, mask.shape[1]).min(dim=1).values
     last = torch.where(m, positions, -1).max(dim=1).values
     rows = torch.arange(mask.shape[0])
+    ones = torch.ones(mask.shape[0])
     return {
-        "ev_pooled": _explained(values[m], returns[m]),
-        "ev_first_token": _explained(values[rows, first], returns[rows, first]),
-        "ev_last_token": _explained(values[rows, last], returns[rows, last]),
+        "ev_pooled": explained_variance(values, returns, mask),
+        "ev_first_token": explained_variance(values[rows, first], returns[rows, first], ones),
+        "ev_last_token": explained_variance(values[rows, last], returns[rows, last], ones),
     }
 
 

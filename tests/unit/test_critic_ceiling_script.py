@@ -1,11 +1,9 @@
 """scripts/critic_ceiling.py: the prompt-only share of the return variance, and explained variance
 at the first and last action token."""
 
-import math
 import random
 
 import pytest
-import torch
 
 from repo_scripts import load_script
 
@@ -36,10 +34,3 @@ def test_the_share_is_unbiased_for_known_task_rates():
 def test_a_single_sample_per_task_is_refused():
     with pytest.raises(ValueError, match="2 or more samples"):
         critic_ceiling.between_task_share([[1.0], [0.0]])
-
-
-def test_explained_is_one_for_a_perfect_prediction_and_nan_for_constant_returns():
-    returns = torch.tensor([0.0, 1.0, 1.0, 0.0])
-    assert critic_ceiling._explained(returns.clone(), returns) == pytest.approx(1.0)
-    assert critic_ceiling._explained(torch.full((4,), 0.5), returns) == pytest.approx(0.0)
-    assert math.isnan(critic_ceiling._explained(returns, torch.ones(4)))
