@@ -231,13 +231,13 @@ def test_scripted_perfect_agent_earns_one_in_the_sandbox() -> None:
     env = CodeRepairEnv()
     assert env.reset(TASK) == TASK.prompt
     assert env.step("<tool>test</tool>").observation == (
-        "<output>1/2 passed\nclamp(5, 0, 3) gave 0, want 3\n4 turns left</output>"
+        "<output>1/2 passed\nclamp(5, 0, 3) gave 0, want 3</output>"
     )
-    assert env.step(FIX).observation == "<output>ok\n3 turns left</output>"
+    assert env.step(FIX).observation == "<output>ok</output>"
     assert env.step("<tool>view</tool>").observation.endswith(
-        "5         return hi\n6     return x\n2 turns left</output>"
+        "5         return hi\n6     return x</output>"
     )
-    assert env.step("<tool>test</tool>").observation == "<output>2/2 passed\n1 turn left</output>"
+    assert env.step("<tool>test</tool>").observation == "<output>2/2 passed</output>"
     final = env.step("<tool>submit</tool>")
     assert (final.reward, final.done, final.observation) == (1.0, True, "")
     assert final.info["end_reason"] == END_ANSWER and final.info["correct"] is True
@@ -302,7 +302,7 @@ def test_submit_of_the_tested_file_reuses_the_test_run(reuse: bool) -> None:
         seen.append([env.step(action) for action in actions])
     rewards = [episode[-1].reward for episode in seen]
     assert rewards == [1.0, 0.0, 0.0, 1.0]
-    assert seen[1][-2].observation == "<output>2/2 passed\n2 turns left</output>"
+    assert seen[1][-2].observation == "<output>2/2 passed</output>"
     assert runner.runs == (5 if reuse else 8)
 
 
@@ -311,7 +311,7 @@ def test_a_suite_cut_short_at_test_is_run_again_at_submit() -> None:
     env = CodeRepairEnv(runner=runner)
     env.reset(TASK)
     env.step(FIX)
-    assert env.step("<tool>test</tool>").observation == "<output>2/2 passed\n3 turns left</output>"
+    assert env.step("<tool>test</tool>").observation == "<output>2/2 passed</output>"
     assert runner.runs == 1
     assert env.step("<tool>submit</tool>").reward == 1.0
     assert runner.runs == 2
@@ -322,7 +322,7 @@ def test_a_hang_in_the_hidden_tests_keeps_the_visible_report_in_the_sandbox() ->
     env.reset(TASK)
     env.step(FIX)
     env.step("<tool>replace 3\n        while True: pass</tool>")  # hangs only for x < lo
-    assert env.step("<tool>test</tool>").observation == "<output>2/2 passed\n2 turns left</output>"
+    assert env.step("<tool>test</tool>").observation == "<output>2/2 passed</output>"
     final = env.step("<tool>submit</tool>")
     assert (final.reward, final.info["tool_error"]) == (0.0, "timeout")
 
@@ -330,9 +330,9 @@ def test_a_hang_in_the_hidden_tests_keeps_the_visible_report_in_the_sandbox() ->
 def test_malformed_actions_cost_turns_and_end_at_max_turns() -> None:
     env = CodeRepairEnv(max_turns=4, runner=never_called, grade_unsubmitted=False)
     env.reset(TASK)
-    assert env.step("no tag").observation == "<output>error: no tool tag\n3 turns left</output>"
+    assert env.step("no tag").observation == "<output>error: no tool tag</output>"
     result = env.step("<tool>replace 99\n  x</tool>")
-    assert result.observation == "<output>error: no such line\n2 turns left</output>"
+    assert result.observation == "<output>error: no such line</output>"
     assert result.info["format_error"] == "line_out_of_range"
     assert env.lines == SOURCE.removesuffix("\n").split("\n")
     assert env.step("<tool>rm -rf</tool>").info["format_error"] == "unknown_command"
@@ -346,7 +346,7 @@ def test_malformed_actions_cost_turns_and_end_at_max_turns() -> None:
 def test_out_of_turns_grades_the_file_the_episode_leaves() -> None:
     env = CodeRepairEnv(max_turns=2)
     env.reset(TASK)
-    assert env.step(FIX).observation == "<output>ok\n1 turn left</output>"
+    assert env.step(FIX).observation == "<output>ok</output>"
     last = env.step("<tool>view</tool>")
     assert (last.reward, last.done, last.info["end_reason"]) == (1.0, True, END_MAX_TURNS)
     assert (last.info["correct"], last.info["tool_error"]) == (True, None)
@@ -376,29 +376,6 @@ def test_without_grading_only_a_submit_earns() -> None:
     )
 
 
-def test_the_turns_left_count_down_to_the_last_and_can_be_hidden() -> None:
-    shown, hidden = CodeRepairEnv(max_turns=3), CodeRepairEnv(max_turns=3, show_turns_left=False)
-    for env in (shown, hidden):
-        env.reset(TASK)
-    notes = [shown.step("<tool>test</tool>").observation for _ in range(2)]
-    assert [note.removesuffix("</output>").rsplit("\n", 1)[1] for note in notes] == [
-        "2 turns left",
-        "1 turn left",
-    ]
-    assert hidden.step("<tool>test</tool>").observation == (
-        "<output>1/2 passed\nclamp(5, 0, 3) gave 0, want 3</output>"
-    )
-
-
-def test_the_teacher_submits_when_told_it_has_one_turn_left() -> None:
-    retried = [d for d in demonstrations(300, seed=3) if d.retried]
-    assert retried, "no demonstration retried a wrong fix"
-    for demo in retried:
-        assert len(demo.turns) == CodeRepairEnv().max_turns
-        assert demo.turns[-2].observation.endswith("\n1 turn left</output>")
-        assert demo.turns[-1].action == "<tool>submit</tool>"
-
-
 def test_a_crashing_runner_becomes_an_observation_and_zero() -> None:
     def broken(code: str, *, timeout_s: float, memory_mb: int) -> Canned:
         raise OSError("no sandbox")
@@ -406,7 +383,7 @@ def test_a_crashing_runner_becomes_an_observation_and_zero() -> None:
     env = CodeRepairEnv(runner=broken)
     env.reset(TASK)
     result = env.step("<tool>test</tool>")
-    assert result.observation == "<output>error: sandbox failed\n4 turns left</output>"
+    assert result.observation == "<output>error: sandbox failed</output>"
     assert result.info["tool_error"] == "sandbox"
     final = env.step("<tool>submit</tool>")
     assert (final.reward, final.info["tool_error"]) == (0.0, "sandbox")

@@ -112,11 +112,9 @@ def truncate(text: str, max_chars: int) -> str:
     return text[: max_chars - 3] + "..."
 
 
-def wrap_output(text: str, max_chars: int, note: str = "") -> str:
-    """The observation for one tool call: cleaned, stripped, truncated, inside output tags.
-
-    `note` is appended after the cut, so it is never truncated (e.g. the turns left)."""
-    return OUTPUT_OPEN + truncate(clean_text(text).strip(), max_chars) + note + OUTPUT_CLOSE
+def wrap_output(text: str, max_chars: int) -> str:
+    """The observation for one tool call: cleaned, stripped, truncated, inside output tags."""
+    return OUTPUT_OPEN + truncate(clean_text(text).strip(), max_chars) + OUTPUT_CLOSE
 
 
 def parse_number(text: str) -> Decimal | None:

@@ -9,15 +9,14 @@ of a BPE one):
     5         return lo
     6     return x
     <tool>replace 5
-            return hi</tool><output>ok
-    4 turns left</output><tool>test</tool><output>3/3 passed
-    3 turns left</output><tool>submit</tool>
+            return hi</tool><output>ok</output><tool>test</tool><output>3/3 passed</output>
+    <tool>submit</tool>
 
 Commands (see `sao.envs.code_repair.protocol`): `view`, `replace N` + new lines, `test` (the
 visible tests, in the sandbox, a short pass/fail summary back) and `submit` (the full suite --
 visible and hidden tests -- in the sandbox; reward 1 iff every test passes, then done). Malformed
 actions and failing tools become `<output>error: ...</output>` observations and cost a turn; they
-never raise. Every observation ends with the turns left (`show_turns_left`). Using `max_turns` actions without submitting ends the trajectory (end reason
+never raise. Using `max_turns` actions without submitting ends the trajectory (end reason
 `max_turns`) and, as SWE-Bench grades the repository an agent leaves whether it submitted or not,
 grades the file as it stands then, the last action's edit applied: reward 1 iff the whole suite
 passes (`grade_unsubmitted=False`: reward 0 without a submit).
@@ -55,8 +54,6 @@ class CodeRepairEnv(TurnLimitedEnvironment):
 
     Args:
         max_turns: the most actions per trajectory (every command, malformed ones included).
-            The default is the packaged budget, the one the teacher's demonstrations count
-            down from: its longest plan (replace, test, replace, test, submit) uses all five.
         max_output_chars: longest text inside one `<output>`.
         max_lines: longest file an edit may produce.
         max_line_chars: longest line an edit may write.
@@ -70,10 +67,6 @@ class CodeRepairEnv(TurnLimitedEnvironment):
             full suite afresh at every `submit`.
         grade_unsubmitted: an episode that runs out of turns is graded on the file it leaves
             (SWE-Bench's rule); False gives it reward 0, so only a `submit` can earn a reward.
-        show_turns_left: every observation ends with the actions still allowed (`2 turns
-            left`). The budget is part of the state: without it, the same text before the last
-            turn and before an earlier one has two values, and neither the policy nor a critic
-            can tell them apart.
     """
 
     name = "code_repair"
@@ -81,7 +74,7 @@ class CodeRepairEnv(TurnLimitedEnvironment):
 
     def __init__(
         self,
-        max_turns: int = 5,
+        max_turns: int = 8,
         max_output_chars: int = 400,
         max_lines: int = 20,
         max_line_chars: int = 80,
@@ -90,7 +83,6 @@ class CodeRepairEnv(TurnLimitedEnvironment):
         runner: PythonRunner | None = None,
         reuse_test_runs: bool = True,
         grade_unsubmitted: bool = True,
-        show_turns_left: bool = True,
     ) -> None:
         super().__init__(max_turns)
         for label, value, least in (
@@ -111,7 +103,6 @@ class CodeRepairEnv(TurnLimitedEnvironment):
         self.runner: PythonRunner = runner if runner is not None else sandbox_runner
         self.reuse_test_runs = bool(reuse_test_runs)
         self.grade_unsubmitted = bool(grade_unsubmitted)
-        self.show_turns_left = bool(show_turns_left)
         self._lines: list[str] = []
         self._events: list[str] = []
         # The file a `test` ran the whole suite on, and whether the suite passed.
@@ -167,15 +158,7 @@ class CodeRepairEnv(TurnLimitedEnvironment):
         else:
             assert command.error is not None
             text = COMMAND_ERRORS[command.error]
-        return StepResult(
-            wrap_output(text, self.max_output_chars, self._turns_left_note()), 0.0, False, info
-        )
-
-    def _turns_left_note(self) -> str:
-        if not self.show_turns_left:
-            return ""
-        left = self.max_turns - self.turn
-        return f"\n{left} turn{'' if left == 1 else 's'} left"
+        return StepResult(wrap_output(text, self.max_output_chars), 0.0, False, info)
 
     def _out_of_turns(self, command: Command, info: dict[str, Any]) -> StepResult:
         """The end of an episode that used its last turn on anything but `submit`."""

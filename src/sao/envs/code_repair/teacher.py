@@ -2,8 +2,8 @@
 
 Every demonstration follows one regular shape (the prompt already shows the file):
 
-    <tool>replace N\\nFIX</tool><output>ok\\n4 turns left</output>
-    <tool>test</tool><output>K/M passed...\\n3 turns left</output>
+    <tool>replace N\\nFIX</tool><output>ok</output>
+    <tool>test</tool><output>K/M passed...</output>
     [after a failed wrong fix, sometimes: replace the same spot correctly, test again]
     <tool>submit</tool>
 
@@ -15,8 +15,7 @@ Imperfection knobs, so a student that imitates the teacher is often wrong and RL
 - `p_skip_test`: submit straight after the edit, without testing.
 - `p_retry`: after a wrong fix that the tests expose, fix it properly and test again.
 
-Observations come from `CodeRepairEnv.step` at the packaged budget of 5 turns, so they are exactly
-what the policy sees in RL, the turns left included (the longest plan above uses all five). By
+Observations come from `CodeRepairEnv.step`, so they are exactly what the policy sees in RL. By
 default the environment's runner is `TrustedHarnessRunner`: it runs the harness in process, and
 only for module sources the teacher itself wrote (templates and seeded edits, never model text),
 which makes tens of thousands of demonstrations cheap. The environment used in RL always runs the
