@@ -2,11 +2,11 @@
 late in its runs, and what each choice went on to earn: the question "where does the drift away
 from submitting start, and does it pay?".
 
-python scripts/failed_test_choices.py runs/cr_turns/sao_s0 runs/cr_turns/sao_s1 --episodes 320
+python scripts/failed_test_choices.py runs/code_repair_sao --episodes 320
 
 Reads each run's `trajectories.jsonl` (in completion order) and its `config.yaml` (`env.max_turns`);
 a choice is the command after a `test_failed` event (`replace`, `submit`, `error` for a malformed
-action, ...); "turns left" counts the choice itself, as the observation before it shows. Runs are
+action, ...); "turns left" counts the choice itself (1: the last action allowed). Runs are
 pooled: the first and the last `--episodes` episodes of each run form the two windows.
 """
 
