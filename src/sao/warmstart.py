@@ -256,8 +256,12 @@ def warm_start(
     seed: int = 0,
     progress: bool = True,
     model_path: str | Path | None = None,
+    demonstrations: list[Segments] | None = None,
 ) -> Path:
     """Train a policy on `env`'s demonstrations and save it to `out`.
+
+    `demonstrations` replaces the environment's teacher (e.g. a teacher with other settings, see
+    `scripts/code_repair_retry_warm_start.py`).
 
     The policy is loaded from `model_path` (any local HF causal LM with its tokenizer) when
     given, else the tiny default is built. `config` defaults to the environment's `sft` section
@@ -275,7 +279,11 @@ def warm_start(
     else:
         tokenizer = build_tokenizer()
         model = build_tiny_policy(tokenizer, seed=seed)
-    examples = make_demonstrations(env, config.num_demonstrations, seed)
+    examples = (
+        demonstrations
+        if demonstrations is not None
+        else make_demonstrations(env, config.num_demonstrations, seed)
+    )
     t0 = time.time()
     out = Path(out)
     partial = out.with_name(out.name + ".partial")

@@ -105,3 +105,25 @@ def test_sao_eval_run_scores_a_finished_run_under_its_own_config(tmp_path, capsy
     assert "warning" not in capsys.readouterr().err  # the run's own settings: no override
     result = json.loads(report.read_text())
     assert result["n"] == 3 and len(result["task_scores"]) == 3  # train.eval_n of the run
+
+
+def test_warm_start_learns_from_given_demonstrations_instead_of_the_teacher(tmp_path, monkeypatch):
+    import sao.warmstart as warmstart
+
+    def no_teacher(*args, **kwargs):
+        raise AssertionError("the environment's teacher was asked for demonstrations")
+
+    seen = []
+
+    def record(model, tokenizer, examples, config, **kwargs):
+        seen.append(examples)
+        return [1.0]
+
+    monkeypatch.setattr(warmstart, "make_demonstrations", no_teacher)
+    monkeypatch.setattr(warmstart, "train_sft", record)
+    given = [[("Q: 1+1=?\n", False), ("<answer>2</answer>", True)]]
+    out = tmp_path / "policy"
+    config = SFTConfig(steps=2, batch_size=4, warmup_steps=1, num_demonstrations=8)
+    warm_start("calc", out, config, progress=False, demonstrations=given)
+    assert seen == [given]
+    assert (out / "config.json").exists()
