@@ -49,16 +49,14 @@ def describe(table: Choices) -> list[str]:
     """One line per turns-left count: each choice's share and how many of its episodes paid."""
     lines = []
     for left in sorted(table, reverse=True):
-        counts = table[left]
-        total = sum(counts.values())
-        kinds = sorted(
-            {kind for kind, _ in counts},
-            key=lambda k: (-counts[(k, False)] - counts[(k, True)], k),
-        )
-        cells = []
-        for kind in kinds:
-            n, won = counts[(kind, False)] + counts[(kind, True)], counts[(kind, True)]
-            cells.append(f"{kind} {n / total:.0%} (paid {won}/{n})")
+        chosen: Counter[str] = Counter()
+        for (kind, _), n in table[left].items():
+            chosen[kind] += n
+        total = sum(chosen.values())
+        cells = [
+            f"{kind} {n / total:.0%} (paid {table[left][(kind, True)]}/{n})"
+            for kind, n in sorted(chosen.items(), key=lambda item: (-item[1], item[0]))
+        ]
         lines.append(
             f"  {left} turn{'' if left == 1 else 's'} left, {total:4d} choices: " + ", ".join(cells)
         )

@@ -156,8 +156,8 @@ def demonstrations(
 
 def summarize(demos: Sequence[Demonstration]) -> dict[str, float]:
     """Mean reward (of all and of unrequested prompts) and share of good-quality replies; the
-    share of requested prompts and of those answered in the requested style; each style's share of the unrequested replies
-    (`share_<style>`) and of the requests (`requested_<style>`)."""
+    share of requested prompts and of those answered in the requested style; each style's share
+    of the unrequested replies (`share_<style>`) and of the requests (`requested_<style>`)."""
     if not demos:
         raise ValueError("demos: empty")
     requested = [d for d in demos if d.requested_style is not None]
