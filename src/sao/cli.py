@@ -308,7 +308,12 @@ def _sft(args: argparse.Namespace, prog: str) -> int:
     from sao import warmstart  # torch and transformers load only after every check passed
 
     warmstart.warm_start(
-        config.env.name, out, config.sft, seed=seed, model_path=config.model.path or None
+        config.env.name,
+        out,
+        config.sft,
+        seed=seed,
+        model_path=config.model.path or None,
+        env_options=config.env.options,
     )
     return 0
 

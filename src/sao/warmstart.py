@@ -37,6 +37,7 @@ from sao.models.packed_attention import use_packed_attention
 from sao.models.policy import build_tiny_policy, load_policy, packed_inputs, save_policy
 from sao.models.tokenizer import build_tokenizer
 from sao.rollout.rendering import TurnRenderer
+from sao.warm_start_record import RECORD_FILE, options_beyond_defaults, write_record
 
 Segments = list[tuple[str, bool]]
 
@@ -257,11 +258,14 @@ def warm_start(
     progress: bool = True,
     model_path: str | Path | None = None,
     demonstrations: list[Segments] | None = None,
+    env_options: dict[str, Any] | None = None,
 ) -> Path:
     """Train a policy on `env`'s demonstrations and save it to `out`.
 
     `demonstrations` replaces the environment's teacher (e.g. a teacher with other settings, see
-    `scripts/code_repair_retry_warm_start.py`).
+    `scripts/code_repair_retry_warm_start.py`). The teacher writes its episodes with the
+    environment's default options; `env_options` (the run's `env.options`), when set, are named in
+    a note saying so, since RL episodes will differ from the demonstrations in them.
 
     The policy is loaded from `model_path` (any local HF causal LM with its tokenizer) when
     given, else the tiny default is built. `config` defaults to the environment's `sft` section
@@ -279,6 +283,12 @@ def warm_start(
     else:
         tokenizer = build_tokenizer()
         model = build_tiny_policy(tokenizer, seed=seed)
+    unheeded = options_beyond_defaults(env, env_options or {}) if demonstrations is None else {}
+    if unheeded:
+        print(
+            f"sft: note: env.options {unheeded} apply to RL episodes, not to the teacher's "
+            f"demonstrations, which use {env}'s defaults"
+        )
     examples = (
         demonstrations
         if demonstrations is not None
@@ -296,7 +306,13 @@ def warm_start(
         progress=progress,
         state_path=partial / "sft_state.pt",
     )
-    _save_complete(model, tokenizer, curve, out)
+    record = {
+        "env": env,
+        "given_demonstrations": demonstrations is not None,
+        "num_demonstrations": len(examples),
+        "seed": seed,
+    }
+    _save_complete(model, tokenizer, curve, out, record)
     shutil.rmtree(partial, ignore_errors=True)
     print(
         f"sft: {len(examples)} demonstrations, {config.steps} steps in {time.time() - t0:.0f}s, "
@@ -306,14 +322,22 @@ def warm_start(
 
 
 def _save_complete(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, curve: list[float], out: Path
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    curve: list[float],
+    out: Path,
+    record: dict[str, Any],
 ) -> None:
-    """Save the policy and its loss curve; a new directory appears whole (written beside it,
-    then renamed), so a reader never finds a half-saved warm start."""
+    """Save the policy, its loss curve and what it was trained on (`sao.warm_start_record`); a
+    new directory appears whole (written beside it, then renamed), so a reader never finds a
+    half-saved warm start. One saved over an old one loses the old record first, so a torn
+    save is never vouched for."""
     target = out.with_name(f".{out.name}.saving") if not out.exists() else out
     if target != out:
         shutil.rmtree(target, ignore_errors=True)
+    (target / RECORD_FILE).unlink(missing_ok=True)
     save_policy(model, tokenizer, target)
     (target / "sft_curve.txt").write_text("\n".join(f"{x:.5f}" for x in curve) + "\n")
+    write_record(target, **record)
     if target != out:
         os.replace(target, out)

@@ -52,6 +52,7 @@ from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
 from sao.runtime.run_dir import MetricsLogger, RunClock, read_metrics, read_trajectories
 from sao.trajectory import Trajectory
+from sao.warm_start_record import stale_reason
 from sao.warmstart import warm_start
 
 
@@ -131,11 +132,26 @@ def ensure_policy(config: SAOConfig, progress: bool = True) -> Path:
         path = Path(config.model.path)
         if not path.exists():
             raise SystemExit(f"sao train: model.path {path} does not exist")
-        return path
-    path = config.warm_start_dir()
-    if not (path / "config.json").exists():
-        print(f"sao train: no warm-start policy at {path}; training one (`sao sft`) first")
-        warm_start(config.env.name, path, config.sft, seed=config.train.seed, progress=progress)
+    else:
+        path = config.warm_start_dir()
+        if not (path / "config.json").exists():
+            print(f"sao train: no warm-start policy at {path}; training one (`sao sft`) first")
+            warm_start(
+                config.env.name,
+                path,
+                config.sft,
+                seed=config.train.seed,
+                progress=progress,
+                env_options=config.env.options,
+            )
+            return path
+    stale = stale_reason(path, config.env.name)
+    if stale:
+        print(
+            f"sao train: warning: the warm start at {path} may not fit: {stale}; rebuild it with "
+            f"`sao sft --env {config.env.name} --out {path}`",
+            file=sys.stderr,
+        )
     return path
 
 
