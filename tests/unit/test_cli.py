@@ -51,8 +51,8 @@ def test_sft_overrides_reach_the_sft_config(monkeypatch, tmp_path):
     monkeypatch.setattr(
         sao.warmstart,
         "warm_start",
-        lambda env, out, config, seed, model_path: seen.update(
-            env=env, config=config, model_path=model_path
+        lambda env, out, config, seed, model_path, env_options: seen.update(
+            env=env, config=config, model_path=model_path, env_options=env_options
         ),
     )
     argv = ["sft", "--env", "code_repair", "--out", str(tmp_path), "--steps", "7"]
@@ -61,6 +61,7 @@ def test_sft_overrides_reach_the_sft_config(monkeypatch, tmp_path):
     assert seen["config"].micro_batch_tokens == 2048 and seen["config"].steps == 7
     assert seen["config"].batch_size == 32  # code_repair's packaged sft section still applies
     assert seen["model_path"] is None  # the tiny default
+    assert seen["env_options"] == {"max_output_chars": 400, "timeout_s": 2.0}  # code_repair.yaml
     model = _fake_policy(tmp_path / "mine")
     assert main([*argv, "--set", f"model.path={model}"]) == 0
     assert seen["model_path"] == str(model)
@@ -73,7 +74,7 @@ def test_sft_takes_a_config_file_and_a_preset(monkeypatch, tmp_path):
     monkeypatch.setattr(
         sao.warmstart,
         "warm_start",
-        lambda env, out, config, seed, model_path: seen.update(out=out, seed=seed),
+        lambda env, out, config, seed, model_path, env_options: seen.update(out=out, seed=seed),
     )
     (tmp_path / "mine.yaml").write_text("train:\n  seed: 5\nmodel:\n  warm_start_dir: ws_{env}\n")
     monkeypatch.chdir(tmp_path)
