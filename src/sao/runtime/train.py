@@ -127,7 +127,9 @@ def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
 
 
 def ensure_policy(config: SAOConfig, progress: bool = True) -> Path:
-    """The policy to start from: `model.path`, else the warm start (trained now if missing)."""
+    """The policy to start from: `model.path`, else the warm start (trained now if missing).
+    One whose record (`sao.warm_start_record`) no longer fits the environment is used with a
+    warning that names the command rebuilding it."""
     if config.model.path:
         path = Path(config.model.path)
         if not path.exists():
