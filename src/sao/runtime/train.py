@@ -150,8 +150,8 @@ def ensure_policy(config: SAOConfig, progress: bool = True) -> Path:
     stale = stale_reason(path, config.env.name)
     if stale:
         print(
-            f"sao train: warning: the warm start at {path} may not fit: {stale}; rebuild it with "
-            f"`sao sft --env {config.env.name} --out {path}`",
+            f"sao train: warning: the warm start at {path} may not fit: {stale}; rebuild it "
+            f"(from the environment's own teacher: `sao sft --env {config.env.name} --out {path}`)",
             file=sys.stderr,
         )
     return path
