@@ -154,9 +154,14 @@ class AlgoConfig(_Section):
     against old log-probs the learner computes once before the first (SAO_SPEC section 6; verl's
     GRPO). None means 4 (the GRPO/VAPO presets' value: a mini-batch of a quarter of the batch, as
     verl's recipes use), capped at the batch size. 1 takes one update whose ratio is exactly 1,
-    so the clip never acts. DIS takes one update against rollout log-probs and refuses it."""
+    so the clip never acts. DIS refuses it (its own knob: `dis_minibatches`)."""
     ppo_epochs: int | None = Field(None, ge=1, le=64)
     """PPO clip only: passes over the mini-batches per batch; None means 1 (verl's default)."""
+    dis_minibatches: int = Field(1, ge=1, le=4096)
+    """DIS only: actor updates per batch, each on a contiguous slice of the batch and each against
+    the rollout log-probs (no old policy is computed), capped at the batch size. 1 (`sao`): one
+    update per batch; 4: the `sao_mb4` variant, as many optimizer steps per batch as the PPO
+    baselines take."""
 
 
 class OptimConfig(_Section):
@@ -331,7 +336,12 @@ class SAOConfig(_Section):
         ):
             raise ValueError(
                 "algo.ppo_minibatches/ppo_epochs: only policy_loss=ppo_clip takes mini-batches; "
-                "DIS takes one update per batch against the rollout log-probs"
+                "DIS takes algo.dis_minibatches updates against the rollout log-probs"
+            )
+        if self.algo.policy_loss != "dis" and self.algo.dis_minibatches != 1:
+            raise ValueError(
+                "algo.dis_minibatches: only policy_loss=dis takes it; PPO clip takes "
+                "algo.ppo_minibatches"
             )
         pretrain = self.critic.pretrain
         if pretrain.num_trajectories and pretrain.holdout_trajectories >= pretrain.num_trajectories:

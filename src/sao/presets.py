@@ -54,6 +54,10 @@ PRESETS: dict[str, Preset] = {
         "as sao, Monte-Carlo actor advantages R - V(s_t) (algo.lambda_actor=1)",
         {"algo": {"lambda_actor": 1.0}},
     ),
+    "sao_mb4": Preset(
+        "as sao, DIS in 4 mini-batch updates per batch (as many optimizer steps as grpo takes)",
+        {"algo": {"dis_minibatches": 4}},
+    ),
     "grpo": Preset(
         "G=8 with group barrier, group-normalised advantage, PPO clip in 4 mini-batches vs the learner's old log-probs",
         deep_merge(_GROUP, _CRITIC_OFF, _PPO_CLIP),

@@ -38,6 +38,7 @@ SCENARIOS: dict[str, tuple[str, list[str], int]] = {
         len(LENGTHS),
     ),
     "one_trajectory_ppo_critic": ("vapo_nodis", ["algo.ppo_minibatches=1"], 1),
+    "dis_minibatches_with_a_one_row_slice": ("sao_mb4", [], len(LENGTHS)),
 }
 COMPARED = (
     "actor/pg_loss",

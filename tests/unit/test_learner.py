@@ -163,7 +163,7 @@ def test_nan_loss_is_never_applied():
 
 
 PRESET_KEYS = {
-    "dis": {"actor/dis_masked_low", "actor/dis_masked_high"},
+    "dis": {"actor/dis_masked_low", "actor/dis_masked_high", "actor/dis_updates"},
     "ppo_clip": {
         "actor/pg_clipfrac",
         "actor/rollout_ratio_mean",

@@ -1,7 +1,10 @@
 """The actor's update on one batch (SAO_SPEC sections 3 and 6).
 
-- DIS (`sao` and its ablations, `grpo_dis`, `running_mean`): ONE update against the rollout
-  log-probs, which are the behaviour policy; nothing recomputes an old policy.
+- DIS (`sao` and its ablations, `grpo_dis`, `running_mean`): every update is against the rollout
+  log-probs, which are the behaviour policy; nothing recomputes an old policy. One update per
+  batch unless `algo.dis_minibatches` splits the batch into contiguous slices, one optimizer step
+  each (`sao_mb4`): the later slices then meet weights the earlier ones moved, and the DIS window
+  masks what moved too far, exactly as it does for a stale trajectory.
 - PPO clip (`grpo`, `vapo_nodis`): the learner computes the old log-probs once, with the weights
   before the first update, then takes `ppo_epochs` passes over `ppo_minibatches` contiguous slices
   of the batch, one optimizer step each, all against those old log-probs (verl's GRPO). From the
@@ -56,30 +59,45 @@ def dis_update(
     updates: list[list[int]],
     ranks: RankGroup,
 ) -> ActorResult:
-    """One DIS update against the rollout log-probs (`updates`: the one update's rows, which
-    are all of this rank's)."""
-    mask = batch.action_mask
-    logprobs, entropy = forward(batch)
-    loss, metrics = dis_policy_loss(
-        logprobs,
-        batch.rollout_logprobs,
-        advantages,
-        batch.action_mask,
-        eps_low=algo.eps_low,
-        eps_high=algo.eps_high,
-        agg=algo.agg,
-    )
-    metrics = ranks.mean_metrics(metrics, mask, algo.agg)
-    loss = ranks.scale_loss(loss, mask, algo.agg)
-    metrics["actor/grad_norm"], applied = apply_gradients(optimizer, loss, grad_clip)
-    metrics["actor/entropy"] = ranks.masked_mean(entropy.detach(), mask)
-    return ActorResult(metrics, skipped=int(not applied), per_update=[dict(metrics)])
+    """DIS updates against the rollout log-probs, one optimizer step per entry of `updates`
+    (this rank's rows of each mini-batch; one entry holding all of them by default).
+
+    Metrics are means over the updates (`actor/dis_updates` counts them); each update's own
+    are in `per_update`. With one update this is the single step of SAO_SPEC section 3.
+    """
+    per_update: list[dict[str, float]] = []
+    skipped = 0
+    for rows in updates:
+        index = torch.tensor(rows, dtype=torch.long, device=advantages.device)
+        part = _rows(batch, index) if len(updates) > 1 else batch
+        part_advantages = advantages[index] if len(updates) > 1 else advantages
+        logprobs, entropy = forward(part)
+        loss, metrics = dis_policy_loss(
+            logprobs,
+            part.rollout_logprobs,
+            part_advantages,
+            part.action_mask,
+            eps_low=algo.eps_low,
+            eps_high=algo.eps_high,
+            agg=algo.agg,
+        )
+        metrics = ranks.mean_metrics(metrics, part.action_mask, algo.agg)
+        loss = ranks.scale_loss(loss, part.action_mask, algo.agg)
+        metrics["actor/grad_norm"], applied = apply_gradients(optimizer, loss, grad_clip)
+        metrics["actor/entropy"] = ranks.masked_mean(entropy.detach(), part.action_mask)
+        skipped += not applied
+        per_update.append(metrics)
+    summary = {key: sum(m[key] for m in per_update) / len(per_update) for key in per_update[0]}
+    summary["actor/dis_updates"] = float(len(per_update))
+    return ActorResult(summary, skipped=skipped, per_update=per_update)
 
 
 def update_rows(algo: AlgoConfig, batch_size: int) -> list[list[int]]:
-    """The batch rows of each actor update: all of them once for DIS, `ppo_schedule` for PPO."""
+    """The batch rows of each actor update: `algo.dis_minibatches` contiguous slices for DIS
+    (all rows once by default), `ppo_schedule` for PPO; capped at one row per update."""
     if algo.policy_loss == "dis":
-        return [list(range(batch_size))]
+        slices = torch.arange(batch_size).tensor_split(min(algo.dis_minibatches, batch_size))
+        return [rows.tolist() for rows in slices]
     return [rows.tolist() for rows in ppo_schedule(algo, batch_size)]
 
 
