@@ -243,7 +243,7 @@ def _config_from(args: argparse.Namespace, prog: str, extra: Sequence[str] = ())
     overrides = list(args.overrides)
     if args.env:
         overrides.insert(0, f"env.name={args.env}")
-    config = load_config(args.preset or "sao", args.config_path, [*overrides, *extra])
+    config = load_config(args.preset, args.config_path, [*overrides, *extra])
     _check_config(config, prog)
     return config
 

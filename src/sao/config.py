@@ -490,7 +490,7 @@ def read_yaml_file(path: str | Path, what: str = "config file") -> dict[str, Any
 
 
 def load_config(
-    preset: str = "sao",
+    preset: str | None = None,
     yaml_path: str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
 ) -> SAOConfig:
@@ -500,13 +500,24 @@ def load_config(
     when there is one) <- YAML file <- dotted overrides. The packaged defaults never touch an
     algorithm setting (see `ENV_FILE_SECTIONS`); the user's file and overrides may, and
     `algorithm_overrides` names what they changed.
+
+    The preset is `preset`, else the one the YAML file (or a `preset=` override) names, else
+    `sao`; a file naming another preset than `preset` is refused, since its settings were not
+    the ones that name would apply.
     """
-    if preset not in PRESETS:
-        raise ConfigError(f"preset: unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     user: dict[str, Any] = read_yaml_file(yaml_path) if yaml_path is not None else {}
     for text in overrides:
         key, value = parse_override(text)
         _set_dotted(user, key, value)
+    named = user.pop("preset", None)
+    if preset is not None and named is not None and named != preset:
+        raise ConfigError(
+            f"preset: {preset!r} was asked for but {yaml_path or 'an override'} names "
+            f"{named!r}; give one (a saved config's algorithm settings are its own preset's)"
+        )
+    preset = str(preset or named or "sao")
+    if preset not in PRESETS:
+        raise ConfigError(f"preset: unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     env = user.get("env", {}).get("name", "calc") if isinstance(user.get("env"), dict) else "calc"
     tree = deep_merge({"preset": preset}, PRESETS[preset].settings, env_defaults(str(env)), user)
     try:

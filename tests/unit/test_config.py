@@ -170,3 +170,15 @@ def test_a_run_config_reloads_under_its_own_preset(tmp_path):
     save_config(saved, tmp_path / "config.yaml")
     assert load_run_config(tmp_path) == saved
     assert load_run_config(tmp_path, ["train.steps=8"]).train.steps == 8
+
+
+def test_a_file_naming_a_preset_gets_that_presets_settings_and_a_conflict_is_refused(tmp_path):
+    path = tmp_path / "grpo.yaml"
+    path.write_text("preset: grpo\n")
+    cfg = load_config(yaml_path=path)
+    assert (cfg.preset, cfg.algo.policy_loss, cfg.rollout.group_size) == ("grpo", "ppo_clip", 8)
+    assert not cfg.critic.enabled
+    assert load_config("grpo", path).preset == "grpo"
+    with pytest.raises(ConfigError, match="'sao_mb4' was asked for but .* names 'grpo'"):
+        load_config("sao_mb4", path)
+    assert load_config(overrides=["preset=sao_mc"]).algo.lambda_actor == 1.0
