@@ -112,6 +112,11 @@ def test_timed_arms_get_the_budget_eval_points_and_the_latency_overlay(tmp_path)
     assert plain.env.latency.distribution == "off"
     code = run_config(CLAIMS["h_code_repair"].arms[1], 0, BUDGETS["quick"], tmp_path)
     assert (code.env.name, code.train.steps, code.rollout.group_size) == ("code_repair", 12, 8)
+    # The sao_mb4 variant shares the references' runs and differs only in its candidate.
+    variant = CLAIMS["h_latency_mb4"].arms
+    assert [a.preset for a in variant] == ["sao_mb4", "grpo", "grpo_dis"]
+    assert [a.key for a in variant[1:]] == [grpo.key, grpo_dis.key]
+    assert "`sao_mb4`" in CLAIMS["h_mb4"].statement
     # Claim (a)'s arms are other runs: untimed, never shared with claim (h)'s.
     assert not {a.key for a in CLAIMS["a"].arms} & {a.key for a in CLAIMS["h"].arms}
 
