@@ -9,7 +9,9 @@ environment's warm start (built first if missing, as `sao train` does). Finished
 are reused, so a second call only re-reads them.
 
     python benchmarks/time_to_accuracy.py [--env calc|code_repair] [--latency] [--seed 0]
-        [--budget quick|full] [--out runs/bench_tta] [--json PATH]
+        [--budget quick|full] [--candidate sao|sao_mb4] [--out runs/bench_tta] [--json PATH]
+
+`--candidate sao_mb4` times SAO with four DIS updates per batch (claim (h_mb4)) in `sao`'s place.
 
 Prints each run's target, seconds to it and wall time, and `ratio` (claimed: below 0.5);
 `--json` also writes them (`-` for stdout only).
@@ -40,12 +42,13 @@ def main() -> int:
     parser.add_argument("--latency", action="store_true", help="claim (h_latency)'s overlay")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", choices=sorted(BUDGETS), default="quick")
+    parser.add_argument("--candidate", choices=["sao", "sao_mb4"], default="sao")
     parser.add_argument("--out", type=Path, default=Path("runs/bench_tta"))
     parser.add_argument("--json", default=None, help="also write the numbers here (- : stdout)")
     args = parser.parse_args()
 
     out = args.out / args.budget
-    sao, grpo = (timed_arm(args.env, preset, args.latency) for preset in ("sao", "grpo"))
+    sao, grpo = (timed_arm(args.env, p, args.latency) for p in (args.candidate, "grpo"))
     runs = [PlannedRun(arm, args.seed, run_dir_for(out, arm, args.seed)) for arm in (sao, grpo)]
     execute(runs, BUDGETS[args.budget], train_in_process, warm_start_once)
     sao_curve, grpo_curve = (read_curve(run.run_dir) for run in runs)
@@ -55,6 +58,7 @@ def main() -> int:
         "latency": list(sao.overrides),
         "budget": args.budget,
         "seed": args.seed,
+        "candidate": args.candidate,
         "target_accuracy": ratio.target,
         "sao_seconds_to_target": ratio.candidate_s,
         "grpo_seconds_to_target": ratio.reference_s,
@@ -70,7 +74,8 @@ def main() -> int:
     shown = "n/a" if ratio.ratio is None else f"{ratio.ratio:.3f}"
     print(
         f"{args.env}{' + latency' if args.latency else ''} ({args.budget}, seed {args.seed}): "
-        f"target {ratio.target:.3f} (grpo final); grpo {ratio.reference_s:.1f} s, sao {sao_s}; "
+        f"target {ratio.target:.3f} (grpo final); grpo {ratio.reference_s:.1f} s, "
+        f"{args.candidate} {sao_s}; "
         f"ratio {shown} (claimed < {CLAIMED_RATIO:g}){'; ' + ratio.reason if ratio.reason else ''}"
     )
     if args.json == "-":
