@@ -87,7 +87,7 @@ def dis_update(
         metrics["actor/entropy"] = ranks.masked_mean(entropy.detach(), part.action_mask)
         skipped += not applied
         per_update.append(metrics)
-    summary = {key: sum(m[key] for m in per_update) / len(per_update) for key in per_update[0]}
+    summary = _mean_over_updates(per_update)
     summary["actor/dis_updates"] = float(len(per_update))
     return ActorResult(summary, skipped=skipped, per_update=per_update)
 
@@ -96,8 +96,7 @@ def update_rows(algo: AlgoConfig, batch_size: int) -> list[list[int]]:
     """The batch rows of each actor update: `algo.dis_minibatches` contiguous slices for DIS
     (all rows once by default), `ppo_schedule` for PPO; capped at one row per update."""
     if algo.policy_loss == "dis":
-        slices = torch.arange(batch_size).tensor_split(min(algo.dis_minibatches, batch_size))
-        return [rows.tolist() for rows in slices]
+        return [rows.tolist() for rows in _slices(algo.dis_minibatches, batch_size)]
     return [rows.tolist() for rows in ppo_schedule(algo, batch_size)]
 
 
@@ -108,8 +107,16 @@ def ppo_schedule(algo: AlgoConfig, batch_size: int) -> list[Tensor]:
     """
     minibatches = algo.ppo_minibatches or DEFAULT_PPO_MINIBATCHES
     epochs = algo.ppo_epochs or DEFAULT_PPO_EPOCHS
-    slices = list(torch.arange(batch_size).tensor_split(min(minibatches, batch_size)))
-    return slices * epochs
+    return _slices(minibatches, batch_size) * epochs
+
+
+def _slices(count: int, batch_size: int) -> list[Tensor]:
+    """`count` contiguous slices of the batch's row indices, at most one per row."""
+    return list(torch.arange(batch_size).tensor_split(min(count, batch_size)))
+
+
+def _mean_over_updates(per_update: list[dict[str, float]]) -> dict[str, float]:
+    return {key: sum(m[key] for m in per_update) / len(per_update) for key in per_update[0]}
 
 
 def ppo_update(
@@ -161,7 +168,7 @@ def ppo_update(
         per_update.append(metrics)
 
     assert old_logprobs is not None and entropy is not None
-    summary = {key: sum(m[key] for m in per_update) / len(per_update) for key in per_update[0]}
+    summary = _mean_over_updates(per_update)
     summary["actor/ppo_updates"] = float(len(per_update))
     summary["actor/entropy"] = ranks.masked_mean(entropy.detach(), mask)
     # Clamped like the losses' ratios, so a diverged token cannot make the metric inf.
