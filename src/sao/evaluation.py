@@ -10,6 +10,7 @@ comparison instead of counting it as noise twice.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from sao.agent_setup import build_agent_loop
 from sao.config import SAOConfig
 from sao.durable import strict_dumps
 from sao.envs.registry import make_task_source
+from sao.warm_start_record import stale_warning
 
 
 def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -244,6 +246,10 @@ def run_eval_command(
     from sao.models.policy import load_policy
 
     env = config.env.name
+    for path in (model, baseline):
+        warning = None if path is None else stale_warning(Path(path), env, "sao eval")
+        if warning:
+            print(warning, file=sys.stderr)
 
     def score(path: str | Path) -> dict[str, Any]:
         policy, tokenizer = load_policy(path)

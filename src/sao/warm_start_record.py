@@ -63,6 +63,18 @@ def stale_reason(directory: Path, env: str) -> str | None:
     return None
 
 
+def stale_warning(directory: Path, env: str, prog: str) -> str | None:
+    """The one-line warning `prog` prints before using the warm start in `directory` on `env`,
+    naming the command that rebuilds it; None when it fits or records nothing."""
+    stale = stale_reason(directory, env)
+    if stale is None:
+        return None
+    return (
+        f"{prog}: warning: the warm start at {directory} may not fit: {stale}; rebuild it "
+        f"(from the environment's own teacher: `sao sft --env {env} --out {directory}`)"
+    )
+
+
 def options_beyond_defaults(env: str, options: dict[str, Any]) -> dict[str, Any]:
     """The entries of `options` (a run's `env.options`) that differ from the defaults of `env`'s
     `make_env`, which its teacher writes demonstrations with; unknown defaults count as differing."""

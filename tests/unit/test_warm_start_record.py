@@ -64,6 +64,33 @@ def test_a_run_starting_from_a_stale_warm_start_warns_on_stderr(tmp_path, capsys
     assert capsys.readouterr().err == ""
 
 
+def test_sao_eval_names_a_stale_model_or_baseline_on_stderr(tmp_path, capsys, monkeypatch):
+    import sao.evaluation as evaluation
+    import sao.models.policy as policy_module
+
+    model, baseline = tmp_path / "model", tmp_path / "baseline"
+    _write(model, "code_repair")
+    _write(baseline, "calc")
+    monkeypatch.setattr(policy_module, "load_policy", lambda path: (None, None))
+    scores = {
+        "accuracy": 0.5,
+        "accuracy_ci95": (0.1, 0.9),
+        "n": 2,
+        "samples": 1,
+        "mean_turns": 1.0,
+        "tool_call_rate": 0.0,
+        "format_error_rate": 0.0,
+        "task_scores": [1.0, 0.0],
+    }
+    monkeypatch.setattr(evaluation, "evaluate", lambda *args, **kwargs: dict(scores))
+    config = load_config("sao", None, ["env.name=calc"])
+    assert evaluation.run_eval_command(config, model, 2, None, 0, baseline=baseline) == 0
+    err = capsys.readouterr().err
+    assert f"sao eval: warning: the warm start at {model} may not fit" in err
+    assert "trained for env 'code_repair', not 'calc'" in err
+    assert f"warm start at {baseline}" not in err
+
+
 def test_options_beyond_defaults_keeps_only_what_the_teacher_does_not_use():
     assert options_beyond_defaults("code_repair", {"max_output_chars": 400}) == {}
     assert options_beyond_defaults("code_repair", {"max_output_chars": 200, "timeout_s": 2.0}) == {

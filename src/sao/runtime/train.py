@@ -52,7 +52,7 @@ from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
 from sao.runtime.run_dir import MetricsLogger, RunClock, read_metrics, read_trajectories
 from sao.trajectory import Trajectory
-from sao.warm_start_record import stale_reason
+from sao.warm_start_record import stale_warning
 from sao.warmstart import warm_start
 
 
@@ -147,13 +147,9 @@ def ensure_policy(config: SAOConfig, progress: bool = True) -> Path:
                 env_options=config.env.options,
             )
             return path
-    stale = stale_reason(path, config.env.name)
-    if stale:
-        print(
-            f"sao train: warning: the warm start at {path} may not fit: {stale}; rebuild it "
-            f"(from the environment's own teacher: `sao sft --env {config.env.name} --out {path}`)",
-            file=sys.stderr,
-        )
+    warning = stale_warning(path, config.env.name, "sao train")
+    if warning:
+        print(warning, file=sys.stderr)
     return path
 
 
