@@ -97,6 +97,8 @@ def test_claim_ids_parse_whole_or_letter_by_letter():
     assert parse_claims("h, h_code_repair") == ["h", "h_code_repair"]
     with pytest.raises(ValueError, match="unknown claim 'z'"):
         parse_claims("h,z")
+    with pytest.raises(ValueError, match="unknown claim 'h_mb'"):
+        parse_claims("a,h_mb")
     assert tuple("abcdefg") == PAPER_CLAIMS
 
 

@@ -29,10 +29,17 @@ def parse_claims(text: str) -> list[str]:
     claim's whole id (`h_latency`) is that claim, any other is read letter by letter. ValueError
     names a wrong one."""
     items = [item for item in text.replace(" ", "").lower().split(",") if item]
-    wanted = {claim for item in items for claim in ([item] if item in CLAIMS else list(item))}
-    if not wanted:
+    if not items:
         raise ValueError("expected claim letters such as c or a,c,f")
-    unknown = sorted(wanted - set(CLAIMS))
+    wanted: set[str] = set()
+    unknown: list[str] = []
+    for item in items:
+        if item in CLAIMS:
+            wanted.add(item)
+        elif all(letter in CLAIMS for letter in item):
+            wanted.update(item)
+        else:
+            unknown.append(item)
     if unknown:
         raise ValueError(
             f"unknown claim {', '.join(map(repr, unknown))} (claims are {', '.join(CLAIMS)})"
