@@ -230,9 +230,10 @@ class TrainConfig(_Section):
     eval_n: int = Field(200, ge=1)
     """Held-out tasks per eval."""
     eval_effect: float = Field(0.10, gt=0.0, le=1.0)
-    """The held-out gain a run's eval should resolve: when the paired 95% interval of the first
-    and last evals is wider than +- this, summary.json and the closing line say so and how many
-    tasks (`eval_n`) would do (`sao.evaluation.eval_resolution`)."""
+    """The held-out gain a run's eval should resolve: when a true gain of this size would clear
+    zero in under 90% of evals as sharp as the run's paired first and last evals (for 0.10: a
+    95% half-width over about 0.06), summary.json and the closing line say so and how many tasks
+    (`eval_n`) would do (`sao.evaluation.eval_resolution`)."""
     checkpoint_every: int = Field(20, ge=1)
     """Checkpoint every N steps (always at step 0, after value pretraining, and at the end)."""
     keep_checkpoints: int = Field(2, ge=1)

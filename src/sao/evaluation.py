@@ -13,6 +13,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 from tqdm import tqdm
@@ -87,12 +88,18 @@ def paired_difference(scores: Sequence[float], baseline: Sequence[float]) -> dic
     }
 
 
-def tasks_to_resolve(sd: float, effect: float, z: float = 1.96) -> int:
-    """Held-out tasks a paired eval needs for its 95% half-width `z * sd / sqrt(n)` to be at most
-    `effect`: the smallest n >= 1 with n >= (z * sd / effect)^2.
+Z_95 = 1.96
+Z_POWER = 1.2816
+"""One-sided normal quantile of 90%: an eval "resolves" a gain when a true gain of that size
+would clear zero in 90% of such evals (for a gain of 0.10, a half-width of about 0.06)."""
 
-    `sd` is the per-task paired SD observed so far, taken as the truth: a true gain of exactly
-    `effect` then clears zero in about half of such evals (80% power needs about 2x the tasks).
+
+def tasks_to_resolve(sd: float, effect: float, z: float = Z_95, z_power: float = Z_POWER) -> int:
+    """Held-out tasks a paired eval needs to resolve a gain of `effect`: the smallest n >= 1 with
+    n >= ((z + z_power) * sd / effect)^2, where its 95% half-width `z * sd / sqrt(n)` is at most
+    `effect * z / (z + z_power)`, so a true gain of `effect` clears zero in about 90% of such evals.
+
+    `sd` is the per-task paired SD observed so far, taken as the truth.
 
     Raises:
         ValueError: if `effect` is not positive or `sd` is negative or not finite.
@@ -101,16 +108,26 @@ def tasks_to_resolve(sd: float, effect: float, z: float = 1.96) -> int:
         raise ValueError(f"tasks_to_resolve: effect must be > 0, got {effect}")
     if not (math.isfinite(sd) and sd >= 0.0):
         raise ValueError(f"tasks_to_resolve: sd must be finite and >= 0, got {sd}")
-    needed = (z * sd / effect) ** 2
-    # (z sd / effect)^2 can land a rounding error above an integer it equals.
+    needed = ((z + z_power) * sd / effect) ** 2
+    # The square can land a rounding error above an integer it equals.
     return max(1, math.ceil(needed - 1e-9))
+
+
+def detection_chance(half_width: float, effect: float, z: float = Z_95) -> float:
+    """How often a paired eval of this 95% half-width would put a true gain of `effect` above
+    zero: P(N(effect, se^2) - half_width > 0) with se = half_width / z."""
+    if half_width <= 0.0:
+        return 1.0
+    return NormalDist().cdf(effect * z / half_width - z)
 
 
 def eval_resolution(paired: dict[str, Any], effect: float) -> dict[str, Any]:
     """Whether a paired eval (`paired_difference`'s result) can resolve a gain of `effect`.
 
-    Returns `effect`, `half_width` (of the 95% interval), `sd`, `n`, `resolves` (half-width at
-    most `effect`) and `eval_n_needed` (`tasks_to_resolve` at the observed SD).
+    Returns `effect`, `half_width` (of the 95% interval), `sd`, `n`, `detection_chance` (how
+    often a true gain of `effect` would clear zero in such an eval), `resolves` (at least 90%,
+    i.e. a half-width of at most `effect * 1.96 / (1.96 + 1.28)`) and `eval_n_needed`
+    (`tasks_to_resolve` at the observed SD).
     """
     low, high = paired["difference_ci95"]
     half = (high - low) / 2
@@ -119,23 +136,27 @@ def eval_resolution(paired: dict[str, Any], effect: float) -> dict[str, Any]:
         "half_width": half,
         "sd": paired["sd"],
         "n": paired["n"],
-        "resolves": half <= effect,
+        "detection_chance": detection_chance(half, effect),
+        "resolves": half <= effect * Z_95 / (Z_95 + Z_POWER) + 1e-12,
         "eval_n_needed": tasks_to_resolve(paired["sd"], effect),
     }
 
 
 def resolution_line(gain: dict[str, Any], resolution: dict[str, Any]) -> str:
-    """One line on a paired held-out gain: its half-width, and when it is wider than the effect
-    of interest, that the eval cannot resolve such a gain and how many tasks would."""
+    """One line on a paired held-out gain: whether its interval excludes zero, and whether the
+    eval could resolve the effect of interest; when it could not, how many tasks would."""
+    low, high = gain["difference_ci95"]
+    where = "above 0" if low > 0 else "below 0" if high < 0 else "not distinguishable from 0"
     head = (
         f"held-out gain {gain['difference']:+.3f} +- {resolution['half_width']:.3f} (paired 95% "
-        f"interval, n={resolution['n']} tasks)"
+        f"interval, n={resolution['n']} tasks), {where}"
     )
     effect = resolution["effect"]
+    chance = f"a true one clears 0 in {resolution['detection_chance']:.0%} of such evals"
     if resolution["resolves"]:
-        return f"{head}: resolves a gain of {effect:g}"
+        return f"{head}; this eval resolves a gain of {effect:g} ({chance})"
     return (
-        f"{head}: this eval cannot resolve a gain of {effect:g}; about "
+        f"{head}; this eval cannot resolve a gain of {effect:g} ({chance}, under 90%); about "
         f"{resolution['eval_n_needed']} held-out tasks would (train.eval_n, from the paired SD "
         f"{resolution['sd']:.3f})"
     )

@@ -118,7 +118,7 @@ def test_train_writes_the_run_directory_and_resumes_without_loss(tiny_policy_dir
     low, high = gain["difference_ci95"]
     assert resolution["half_width"] == pytest.approx((high - low) / 2)
     assert resolution["effect"] == 0.10 and resolution["n"] == summary["eval_n"]
-    assert resolution["resolves"] == (resolution["half_width"] <= 0.10)
+    assert resolution["resolves"] == (resolution["detection_chance"] >= 0.90 - 1e-6)
     assert resolution["eval_n_needed"] == tasks_to_resolve(gain["sd"], 0.10)
     assert closing_line(summary) == f"sao train: {resolution_line(gain, resolution)}"
     completed_first = read_trajectories(run_dir)

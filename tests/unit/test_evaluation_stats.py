@@ -6,6 +6,7 @@ import random
 import pytest
 
 from sao.evaluation import (
+    detection_chance,
     eval_resolution,
     paired_difference,
     resolution_line,
@@ -50,15 +51,21 @@ def test_wilson_interval_stays_inside_zero_one_and_covers_the_estimate():
 
 
 def test_tasks_to_resolve_by_hand():
-    # (1.96 * 0.5 / 0.1)^2 = 96.04 -> 97 tasks; (1.96 * 0.5 / 0.098)^2 = 100 exactly -> 100.
-    assert tasks_to_resolve(0.5, 0.10) == 97
-    assert tasks_to_resolve(0.5, 0.098) == 100
-    # code_repair's in-run eval (docs/results.md): paired SD 0.51, +0.10 at +-0.06.
-    assert tasks_to_resolve(0.51, 0.06) == 278  # (1.96 * 0.51 / 0.06)^2 = 277.6
+    # ((1.96 + 1.2816) * 0.5 / 0.1)^2 = 262.8 -> 263 tasks.
+    assert tasks_to_resolve(0.5, 0.10) == 263
+    # code_repair's in-run eval (docs/results.md): paired SD 0.51; +0.10 resolved at about +-0.06.
+    assert tasks_to_resolve(0.51, 0.10) == 274  # (3.2416 * 0.51 / 0.1)^2 = 273.3
     assert tasks_to_resolve(0.0, 0.10) == 1
-    # At the returned n the half-width is within the effect, one task fewer it is not.
+    # At the returned n the eval resolves the effect, one task fewer it does not.
     n = tasks_to_resolve(0.37, 0.05)
-    assert 1.96 * 0.37 / math.sqrt(n) <= 0.05 < 1.96 * 0.37 / math.sqrt(n - 1)
+    bound = 0.05 * 1.96 / (1.96 + 1.2816)
+    assert 1.96 * 0.37 / math.sqrt(n) <= bound < 1.96 * 0.37 / math.sqrt(n - 1)
+
+
+def test_a_gain_of_the_half_width_clears_zero_half_the_time_and_0_06_resolves_0_10():
+    assert detection_chance(0.05, 0.05) == pytest.approx(0.5)
+    assert detection_chance(0.0605, 0.10) == pytest.approx(0.90, abs=0.002)
+    assert detection_chance(0.10, 0.05) < 0.2 and detection_chance(0.0, 0.1) == 1.0
 
 
 @pytest.mark.parametrize(("sd", "effect"), [(0.5, 0.0), (0.5, -0.1), (-0.1, 0.1), (math.nan, 0.1)])
@@ -74,15 +81,22 @@ def test_an_eval_too_small_for_the_effect_says_so_and_names_the_tasks_that_would
     gain = paired_difference(final, initial)
     sd = math.sqrt((25 - 100 * 0.01**2) / 99)
     assert gain["sd"] == pytest.approx(sd)
-    small = eval_resolution(gain, 0.05)
-    assert small["half_width"] == pytest.approx(1.96 * sd / 10)
+    small = eval_resolution(gain, 0.10)
+    half = 1.96 * sd / 10
+    assert small["half_width"] == pytest.approx(half)
     assert not small["resolves"]
-    assert small["eval_n_needed"] == math.ceil((1.96 * sd / 0.05) ** 2)  # 389
-    line = resolution_line(gain, small)
-    assert line == (
-        f"held-out gain +0.010 +- {1.96 * sd / 10:.3f} (paired 95% interval, n=100 tasks): "
-        f"this eval cannot resolve a gain of 0.05; about {small['eval_n_needed']} held-out "
-        f"tasks would (train.eval_n, from the paired SD {sd:.3f})"
+    assert small["eval_n_needed"] == math.ceil(((1.96 + 1.2816) * sd / 0.10) ** 2)  # 263
+    assert small["detection_chance"] == pytest.approx(0.51, abs=0.01)
+    assert resolution_line(gain, small) == (
+        f"held-out gain +0.010 +- {half:.3f} (paired 95% interval, n=100 tasks), not "
+        "distinguishable from 0; this eval cannot resolve a gain of 0.1 (a true one clears 0 "
+        f"in 51% of such evals, under 90%); about {small['eval_n_needed']} held-out tasks would "
+        f"(train.eval_n, from the paired SD {sd:.3f})"
     )
-    large = eval_resolution(gain, 0.10)
-    assert large["resolves"] and resolution_line(gain, large).endswith("resolves a gain of 0.1")
+    large = eval_resolution(gain, 0.20)
+    assert large["resolves"] and large["detection_chance"] > 0.9
+    assert resolution_line(gain, large).endswith(
+        "this eval resolves a gain of 0.2 (a true one clears 0 in 98% of such evals)"
+    )
+    better = paired_difference([1.0] * 30 + [0.0] * 70, [0.0] * 100)
+    assert ", above 0; " in resolution_line(better, eval_resolution(better, 0.10))
