@@ -16,7 +16,6 @@ one action later. `adaptive` is the ports' length-adaptive lambda, `1 - 1 / (alp
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -80,14 +79,6 @@ def describe(results: dict[str, dict[str, list[float]]]) -> list[str]:
     return lines
 
 
-def _window(run: Path, first: int, last: int) -> list[int]:
-    def trained(step: int) -> list[int]:
-        record = run / "checkpoints" / f"step_{step}" / "record.json"
-        return json.loads(record.read_text())["trained_indices"]
-
-    return trained(last)[len(trained(first)) :]
-
-
 def measure(
     run: Path, first: int, last: int, lambdas: Sequence[str], head: int
 ) -> dict[str, dict[str, list[float]]]:
@@ -95,19 +86,20 @@ def measure(
     from sao.config import load_run_config
     from sao.models.critic import ValueModel
     from sao.models.policy import load_policy
+    from sao.runtime.checkpoints import checkpoint_root, load_checkpoint
     from sao.runtime.run_dir import read_trajectories
     from sao.trajectory import collate
 
     config = load_run_config(run)
     policy, tokenizer = load_policy(run / "policy")
     critic = ValueModel.from_policy(policy)
-    state = torch.load(
-        run / "checkpoints" / f"step_{first}" / "learner.pt", map_location="cpu", weights_only=False
-    )
+    state, before = load_checkpoint(checkpoint_root(run) / f"step_{first}")
+    _, after = load_checkpoint(checkpoint_root(run) / f"step_{last}")
     critic.load_state_dict(state["critic"])
     critic.eval()
     by_index = {t.metadata["index"]: t for t in read_trajectories(run)}
-    trajectories = [by_index[i] for i in _window(run, first, last)]
+    window = after.trained_indices[len(before.trained_indices) :]
+    trajectories = [by_index[i] for i in window]
     alpha = config.algo.adaptive_lambda_alpha or 1.5
     results: dict[str, dict[str, list[float]]] = {lam: defaultdict(list) for lam in lambdas}
     with torch.no_grad():
