@@ -281,6 +281,7 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         config = _config_from(args, prog)
         check_trainable(config)
         check_one_learner_process(config, "sao serve")
+        check_policy_dir(args.model, "--model")
         return run_serve_command(config, args)
     if args.command == "export":
         return _export(args, prog)

@@ -85,6 +85,8 @@ CASES: list[tuple[list[str], str]] = [
         ["serve", "--model", "model", "--set", "train.learner_ranks=2"],
         "sao serve trains in its own process",
     ),
+    (["serve", "--model", "missing_dir"], "--model missing_dir: does not exist"),
+    (["serve", "--model", "not_a_model"], "--model not_a_model: not a saved model"),
     (["fly"], "invalid choice: 'fly'"),
     (["presets", "--bogus"], "unrecognized arguments: --bogus"),
 ]
@@ -134,7 +136,7 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(inputs, argv, expected):
     before = sorted(p.relative_to(inputs) for p in inputs.rglob("*"))
     result = run_case(argv, inputs)
     lines = result.stderr.splitlines()
-    assert result.returncode != 0
+    assert result.returncode == 2, result.stderr
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert expected in lines[0]

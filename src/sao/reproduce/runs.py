@@ -15,7 +15,7 @@ from typing import Literal
 
 from tqdm import tqdm
 
-from sao.config import ConfigError, SAOConfig, load_config
+from sao.config import SAOConfig, load_config
 from sao.reproduce.budgets import Budget
 from sao.reproduce.claims import Arm, Claim
 
@@ -113,12 +113,9 @@ def train_in_process(config: SAOConfig, run_dir: Path, resume: bool) -> None:
     from sao.runtime.launch import FixedFlags, preflight, resumed_config, write_config
     from sao.runtime.train import train
 
-    try:
-        if resume:
-            config = resumed_config(run_dir, [], FixedFlags())
-        preflight(config, run_dir)
-    except SystemExit as err:
-        raise ConfigError(str(err.code)) from None
+    if resume:
+        config = resumed_config(run_dir, [], FixedFlags())
+    preflight(config, run_dir)
     write_config(config, run_dir / "config.yaml")
     train(config, run_dir, resume=resume, progress=False)
 

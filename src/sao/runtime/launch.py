@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from sao.config import SAOConfig, load_config
+from sao.config import ConfigError, SAOConfig, load_config
 from sao.durable import atomic_write_text, strict_dumps
 from sao.preflight import check_learner_ranks
 from sao.runtime.run_dir import check_writable, existing_run_files
@@ -53,8 +53,8 @@ def run_train_command(
         run_dir = config.run_dir()
         found = existing_run_files(run_dir)
         if found:
-            raise SystemExit(
-                f"sao train: {run_dir} already holds a run ({', '.join(found)}); "
+            raise ConfigError(
+                f"{run_dir} already holds a run ({', '.join(found)}); "
                 f"continue it with --resume {run_dir}, or choose another --out"
             )
     preflight(config, run_dir)
@@ -76,13 +76,13 @@ def resumed_config(run_dir: Path, overrides: list[str], fixed: FixedFlags) -> SA
     change the run's preset, environment or directory, or a `--config` file."""
     saved_path = run_dir / "config.yaml"
     if not saved_path.is_file():
-        raise SystemExit(f"sao train: --resume {run_dir}: no run there (no config.yaml)")
+        raise ConfigError(f"--resume {run_dir}: no run there (no config.yaml)")
     saved = yaml.safe_load(saved_path.read_text()) or {}
     saved_preset = saved.get("preset", "sao")
     saved_env = (saved.get("env") or {}).get("name", "calc")
     if fixed.config_path:
-        raise SystemExit(
-            f"sao train: --resume {run_dir} cannot apply --config {fixed.config_path}: "
+        raise ConfigError(
+            f"--resume {run_dir} cannot apply --config {fixed.config_path}: "
             "the run keeps its config.yaml; give changes as --set KEY=VALUE"
         )
     # The run directory is the one being resumed, whatever a `train.out` override says.
@@ -93,13 +93,13 @@ def resumed_config(run_dir: Path, overrides: list[str], fixed: FixedFlags) -> SA
         ("--env", fixed.env, saved_env, config.env.name),
     ):
         if (given is not None and given != kept) or now != kept:
-            raise SystemExit(
-                f"sao train: --resume {run_dir} runs {flag.lstrip('-')} {kept!r}; "
+            raise ConfigError(
+                f"--resume {run_dir} runs {flag.lstrip('-')} {kept!r}; "
                 f"{flag} {given or now!r} would change it (start a new run with --out NEW_DIR)"
             )
     if fixed.out is not None and Path(fixed.out).resolve() != run_dir.resolve():
-        raise SystemExit(
-            f"sao train: --resume {run_dir} writes into {run_dir}; --out {fixed.out} differs "
+        raise ConfigError(
+            f"--resume {run_dir} writes into {run_dir}; --out {fixed.out} differs "
             "(leave --out out when resuming)"
         )
     return config.model_copy(
@@ -110,7 +110,7 @@ def resumed_config(run_dir: Path, overrides: list[str], fixed: FixedFlags) -> SA
 def preflight(config: SAOConfig, run_dir: Path) -> None:
     """Fail now, with one line, on anything that would fail only after costly work."""
     if config.model.path and not Path(config.model.path).exists():
-        raise SystemExit(f"sao train: model.path {config.model.path} does not exist")
+        raise ConfigError(f"model.path {config.model.path} does not exist")
     check_learner_ranks(config)
     check_writable(run_dir, "run directory")
     if not config.model.path and not (config.warm_start_dir() / "config.json").exists():
@@ -126,13 +126,13 @@ def check_ray_address(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) ->
         return
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
-        raise SystemExit(f"sao train: --ray-address {address!r}: expected HOST:PORT")
+        raise ConfigError(f"--ray-address {address!r}: expected HOST:PORT")
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
     except OSError as err:
         reason = err.strerror or type(err).__name__
-        raise SystemExit(
-            f"sao train: nothing answers at Ray address {address} ({reason}, "
+        raise ConfigError(
+            f"nothing answers at Ray address {address} ({reason}, "
             f"{timeout_s:.0f}s timeout); start a cluster with `ray start --head` or drop "
             "--ray-address"
         ) from None

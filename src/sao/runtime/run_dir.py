@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sao.config import ConfigError
 from sao.durable import (
     atomic_write_json,
     iter_jsonl,
@@ -60,7 +61,7 @@ def check_writable(directory: Path, what: str) -> None:
     """Create `directory` if needed and prove a file can be written there.
 
     Raises:
-        SystemExit: one line naming `what` and the reason, before any work is done.
+        ConfigError: one line naming `what` and the reason, before any work is done.
     """
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -68,9 +69,7 @@ def check_writable(directory: Path, what: str) -> None:
         probe.write_text("")
         probe.unlink()
     except OSError as err:
-        raise SystemExit(
-            f"sao train: {what} {directory} is not writable ({err.strerror})"
-        ) from None
+        raise ConfigError(f"{what} {directory} is not writable ({err.strerror})") from None
 
 
 class MetricsLogger:

@@ -27,7 +27,7 @@ import torch
 from tqdm import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from sao.config import SAOConfig
+from sao.config import ConfigError, SAOConfig
 from sao.durable import rewrite_jsonl
 from sao.envs.registration import EnvRegistration
 from sao.envs.registry import registration_for
@@ -133,7 +133,7 @@ def ensure_policy(config: SAOConfig, progress: bool = True) -> Path:
     if config.model.path:
         path = Path(config.model.path)
         if not path.exists():
-            raise SystemExit(f"sao train: model.path {path} does not exist")
+            raise ConfigError(f"model.path {path} does not exist")
     else:
         path = config.warm_start_dir()
         if not (path / "config.json").exists():
