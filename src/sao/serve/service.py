@@ -24,6 +24,7 @@ from sao.learner.precision import model_on_device
 from sao.learner.step import Learner
 from sao.models.critic import ValueModel
 from sao.models.policy import load_policy
+from sao.preflight import check_policy_dir
 from sao.rollout.factory import make_engine
 from sao.rollout.rendering import MessageRenderer, single_token_ids
 from sao.rollout.requests import SamplingParams
@@ -115,9 +116,7 @@ def build_service(
         ValueError: a missing model directory, or an environment whose stop tags the tokenizer
             lacks.
     """
-    model_path, db_path = Path(model_path), Path(db_path)
-    if not (model_path / "config.json").is_file():
-        raise ValueError(f"--model {model_path}: not a saved policy directory (no config.json)")
+    model_path, db_path = check_policy_dir(model_path, "--model"), Path(db_path)
     check_servable(config)
     torch.manual_seed(config.train.seed)
     policy, tokenizer = load_policy(model_path)
