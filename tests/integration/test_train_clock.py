@@ -39,6 +39,16 @@ def test_evals_by_training_time_are_off_the_clock(tiny_policy_dir, tmp_path):
     assert totals == pytest.approx(
         [sum(r["time/eval_s"] for r in steps[: k + 1]) for k in range(3)]
     )
+    # Rates divide by training time too: with an eval at every step, a rate over wall time
+    # would come out far lower.
+    for r in steps:
+        rate = r["rollout/trajectories_trained"] / r["time/train_s"]
+        assert r["perf/trajectories_per_s"] == pytest.approx(rate, rel=0.05)
+        assert 0.0 <= r["perf/learner_idle_frac"] <= 1.0
+        shares = [r[f"perf/engine_{k}_frac"] for k in ("decode", "env", "swap", "idle")]
+        assert all(0.0 <= v <= 1.0 for v in shares)
+        assert sum(shares) == pytest.approx(1.0)
+        assert shares[0] > 0.0  # the engine decoded
     # Training time plus eval time fit in the run's wall time (which also holds the start-up,
     # value pretraining and the first eval): an eval counted on the clock would count twice.
     assert steps[-1]["time/train_s"] + totals[-1] <= summary["wall_s"]
@@ -58,6 +68,8 @@ def test_a_paused_rollout_samples_nothing_until_resumed(tiny_policy_dir):
         assert backend.rollout_stats()["admitted"] == admitted
         assert backend.rollout_stats()["completed"] == completed
         backend.resume_rollout()
+        # The pause is not the engine's idle time: it is kept apart from the wall it divides.
+        assert backend.scheduler.stats.paused_s >= 0.3
         assert len(backend.next_batch(2, timeout=120)) == 2
     finally:
         backend.close()

@@ -130,6 +130,8 @@ class AgentLoop:
         self._delayed: list[tuple[float, Episode, bool, Future]] = []
         self.env_latency_s = 0.0
         """Extra seconds the overlay has added over every environment step so far."""
+        self.decode_s = 0.0
+        """Seconds spent in the engine's decode steps so far."""
         # Episodes that failed before sampling anything: no trajectory, but callers must know.
         self.dropped: list[dict[str, Any]] = []
 
@@ -158,7 +160,10 @@ class AgentLoop:
         idle = not self.engine.has_work()
         self._harvest_env_steps(block=idle)
         self._release_delayed(block=idle and not self._env_pending)
-        for completion in self.engine.step():
+        t0 = time.perf_counter()
+        completions = self.engine.step()
+        self.decode_s += time.perf_counter() - t0
+        for completion in completions:
             episode = self._episodes.get(completion.request_id)
             if episode is not None:
                 self._on_action(episode, completion)

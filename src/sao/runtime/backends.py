@@ -59,7 +59,7 @@ class Backend(Protocol):
         ...
 
     def rollout_stats(self) -> dict[str, Any]:
-        """Counters: `engine_idle_frac`, `queued`, `in_flight`, ..."""
+        """Counters: the engine's time shares (`ENGINE_SHARES`), `queued`, `in_flight`, ..."""
         ...
 
     def close(self) -> None:

@@ -152,6 +152,7 @@ class LocalBackend:
             InlineRollout(scheduler) if config.train.mode == "sync" else ThreadedRollout(scheduler)
         )
         self._started_at = time.perf_counter()
+        self._paused_at: float | None = None
 
     @classmethod
     def build(
@@ -231,10 +232,14 @@ class LocalBackend:
 
     def pause_rollout(self) -> None:
         """Stop generating (e.g. during a held-out eval) until `resume_rollout`; in-flight
-        trajectories keep their state."""
+        trajectories keep their state, and the paused time does not count as the engine's."""
         self.rollout.pause()
+        self._paused_at = time.perf_counter()
 
     def resume_rollout(self) -> None:
+        if self._paused_at is not None:
+            self.scheduler.stats.paused_s += time.perf_counter() - self._paused_at
+            self._paused_at = None
         self.rollout.resume()
 
     def rollout_stats(self) -> dict[str, Any]:

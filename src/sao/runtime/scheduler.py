@@ -28,6 +28,9 @@ from sao.trajectory import Trajectory
 
 _IDLE_SLEEP_S = 0.002
 
+ENGINE_SHARES = ("engine_decode_frac", "engine_env_frac", "engine_swap_frac", "engine_idle_frac")
+"""How `Scheduler.snapshot` splits the engine's time (logged as `perf/...`; they add up to 1)."""
+
 
 @dataclass
 class SchedulerStats:
@@ -37,6 +40,11 @@ class SchedulerStats:
     completed: int = 0
     dropped: int = 0
     busy_s: float = 0.0
+    """Seconds inside the agent loop's step: decoding, or stepping and waiting on environments."""
+    swap_s: float = 0.0
+    """Seconds loading newer weights into the engine."""
+    paused_s: float = 0.0
+    """Seconds the rollout side was paused on purpose (an eval on the training clock's time)."""
     weight_swaps: int = 0
     end_reasons: dict[str, int] = field(default_factory=dict)
 
@@ -107,11 +115,13 @@ class Scheduler:
         """Swap in newer published weights; in-flight trajectories continue under them."""
         if self.weights.latest_version() <= self.version:
             return False
+        t0 = time.perf_counter()
         state, version = self.weights.fetch()
         if state is None or version <= self.version:
             return False
         self.loop.engine.update_weights(state, version)
         self.stats.weight_swaps += 1
+        self.stats.swap_s += time.perf_counter() - t0
         return True
 
     def admit(self) -> int:
@@ -169,16 +179,25 @@ class Scheduler:
                 time.sleep(_IDLE_SLEEP_S)
 
     def snapshot(self, started_at: float) -> dict[str, Any]:
-        """Counters, and the engine's idle fraction since `started_at` (a perf_counter time)."""
+        """Counters, and how the engine spent its time since `started_at` (a perf_counter time),
+        paused time left out. The four shares add up to 1: decoding; stepping environments or
+        waiting on them (tool calls, the latency overlay) with nothing to decode; loading new
+        weights; idle (nothing in flight: the admission bound waits for the learner)."""
         s = self.stats
-        wall = max(1e-9, time.perf_counter() - started_at)
+        wall = max(1e-9, time.perf_counter() - started_at - s.paused_s)
+        decode = min(1.0, self.loop.decode_s / wall)
+        env = min(1.0 - decode, max(0.0, s.busy_s - self.loop.decode_s) / wall)
+        swap = min(1.0 - decode - env, s.swap_s / wall)
         return {
             "admitted": s.admitted,
             "completed": s.completed,
             "dropped": s.dropped,
             "weight_swaps": s.weight_swaps,
             "busy_s": s.busy_s,
-            "engine_idle_frac": 1.0 - min(1.0, s.busy_s / wall),
+            "engine_decode_frac": decode,
+            "engine_env_frac": env,
+            "engine_swap_frac": swap,
+            "engine_idle_frac": 1.0 - decode - env - swap,
             "next_index": self.next_index,
             "end_reasons": dict(s.end_reasons),
             "in_flight": self.num_in_flight,

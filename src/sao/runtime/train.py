@@ -51,6 +51,7 @@ from sao.runtime.pretraining import run_value_pretraining
 from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
 from sao.runtime.run_dir import MetricsLogger, RunClock, read_metrics, read_trajectories
+from sao.runtime.scheduler import ENGINE_SHARES
 from sao.trajectory import Trajectory
 from sao.warm_start_record import stale_warning
 from sao.warmstart import warm_start
@@ -391,7 +392,11 @@ class _Pace:
 
     def train_s(self) -> float:
         """Training seconds so far (evals excluded)."""
-        return self.train_s_offset + time.perf_counter() - self.t0 - self.eval_s
+        return self.train_s_offset + self.active_s()
+
+    def active_s(self) -> float:
+        """Training seconds of this invocation (evals excluded): what per-second rates divide by."""
+        return max(1e-9, time.perf_counter() - self.t0 - self.eval_s)
 
     def eval_due(self, every_s: float | None) -> bool:
         """Whether a point of `train.eval_every_s` has passed since the last eval."""
@@ -418,15 +423,15 @@ class _Pace:
         self, wait: float, trained: int, stats: dict[str, Any], record: RunRecord
     ) -> dict[str, float]:
         self.trained += trained
-        elapsed = time.perf_counter() - self.t0
+        active = self.active_s()
         return {
             "time/wait_for_batch": wait,
             "time/train_s": self.train_s(),
             "rollout/trajectories_sampled": self.sampled_offset + int(stats.get("completed", 0)),
             "rollout/trajectories_trained": len(record.trained_indices),
-            "perf/trajectories_per_s": self.trained / elapsed,
-            "perf/engine_idle_frac": stats["engine_idle_frac"],
-            "perf/learner_idle_frac": self.waited / elapsed,
+            "perf/trajectories_per_s": self.trained / active,
+            **{f"perf/{k}": stats[k] for k in ENGINE_SHARES},
+            "perf/learner_idle_frac": self.waited / active,
             "rollout/dropped_stale": len(record.dropped_indices),
             "rollout/queued": stats["queued"],
         }
