@@ -49,6 +49,7 @@ def test_evals_by_training_time_are_off_the_clock(tiny_policy_dir, tmp_path):
         assert all(0.0 <= v <= 1.0 for v in shares)
         assert sum(shares) == pytest.approx(1.0)
         assert shares[0] > 0.0  # the engine decoded
+        assert r["perf/engine_batch_mean"] >= 1.0
     # Training time plus eval time fit in the run's wall time (which also holds the start-up,
     # value pretraining and the first eval): an eval counted on the clock would count twice.
     assert steps[-1]["time/train_s"] + totals[-1] <= summary["wall_s"]

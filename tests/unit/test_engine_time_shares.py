@@ -11,7 +11,13 @@ from sao.runtime.scheduler import ENGINE_SHARES, Scheduler
 
 
 def scheduler_with(decode_s: float) -> Scheduler:
-    loop = SimpleNamespace(decode_s=decode_s, num_in_flight=0, engine=SimpleNamespace(version=0))
+    loop = SimpleNamespace(
+        decode_s=decode_s,
+        decode_steps=4,
+        decoding_sum=10,
+        num_in_flight=0,
+        engine=SimpleNamespace(version=0),
+    )
     return Scheduler(loop, iter(()), out=None, weights=None, concurrency=4, batch_size=4)  # type: ignore[arg-type]
 
 
@@ -23,6 +29,7 @@ def test_the_shares_split_the_unpaused_wall_time():
     shares = scheduler.snapshot(started_at=time.perf_counter() - 40.0)
     assert [shares[k] for k in ENGINE_SHARES] == pytest.approx([0.2, 0.1, 0.1, 0.6], abs=1e-3)
     assert sum(shares[k] for k in ENGINE_SHARES) == pytest.approx(1.0)
+    assert shares["engine_batch_mean"] == pytest.approx(2.5)
 
 
 def test_the_shares_stay_between_0_and_1_when_counters_overlap():

@@ -177,3 +177,13 @@ def test_the_configured_overlay_reaches_the_agent_loop(parts):
     plain = build_agent_loop(load_config("sao", None, []), policy, tokenizer, seed=3)
     assert plain._env_latency is None
     plain.close()
+
+
+def test_episodes_waiting_on_the_overlay_are_not_in_the_decode_batch(parts):
+    clock, loop, finished = _run(parts, lambda: 5.0, episodes=3, env_workers=0)
+    assert len(finished) == 3
+    # Each episode decodes one action of at most 4 tokens, then waits 5 s in 50 ms sleeps
+    # (100 loop steps with nothing at the engine): only the decoding steps count.
+    assert 1 <= loop.decode_steps <= 4
+    assert 1.0 <= loop.decoding_sum / loop.decode_steps <= 3.0
+    assert len(clock.slept) >= 100

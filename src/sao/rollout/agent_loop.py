@@ -132,6 +132,9 @@ class AgentLoop:
         """Extra seconds the overlay has added over every environment step so far."""
         self.decode_s = 0.0
         """Seconds spent in the engine's decode steps so far."""
+        self.decode_steps = 0
+        self.decoding_sum = 0
+        """Decode steps with a request at the engine, and the episodes with one, summed over them."""
         # Episodes that failed before sampling anything: no trajectory, but callers must know.
         self.dropped: list[dict[str, Any]] = []
 
@@ -160,9 +163,13 @@ class AgentLoop:
         idle = not self.engine.has_work()
         self._harvest_env_steps(block=idle)
         self._release_delayed(block=idle and not self._env_pending)
+        decoding = len(self._episodes) - len(self._env_pending) - len(self._delayed)
         t0 = time.perf_counter()
         completions = self.engine.step()
         self.decode_s += time.perf_counter() - t0
+        if decoding > 0:
+            self.decode_steps += 1
+            self.decoding_sum += decoding
         for completion in completions:
             episode = self._episodes.get(completion.request_id)
             if episode is not None:

@@ -182,7 +182,9 @@ class Scheduler:
         """Counters, and how the engine spent its time since `started_at` (a perf_counter time),
         paused time left out. The four shares add up to 1: decoding; stepping environments or
         waiting on them (tool calls, the latency overlay) with nothing to decode; loading new
-        weights; idle (nothing in flight: the admission bound waits for the learner)."""
+        weights; idle (nothing in flight: the admission bound waits for the learner). Beside them,
+        `engine_batch_mean`: episodes with a request at the engine per decode step (the rest of
+        those in flight are on their environments)."""
         s = self.stats
         wall = max(1e-9, time.perf_counter() - started_at - s.paused_s)
         decode = min(1.0, self.loop.decode_s / wall)
@@ -198,6 +200,7 @@ class Scheduler:
             "engine_env_frac": env,
             "engine_swap_frac": swap,
             "engine_idle_frac": 1.0 - decode - env - swap,
+            "engine_batch_mean": self.loop.decoding_sum / max(1, self.loop.decode_steps),
             "next_index": self.next_index,
             "end_reasons": dict(s.end_reasons),
             "in_flight": self.num_in_flight,

@@ -431,6 +431,7 @@ class _Pace:
             "rollout/trajectories_trained": len(record.trained_indices),
             "perf/trajectories_per_s": self.trained / active,
             **{f"perf/{k}": stats[k] for k in ENGINE_SHARES},
+            "perf/engine_batch_mean": stats["engine_batch_mean"],
             "perf/learner_idle_frac": self.waited / active,
             "rollout/dropped_stale": len(record.dropped_indices),
             "rollout/queued": stats["queued"],
