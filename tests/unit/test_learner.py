@@ -279,6 +279,19 @@ def test_running_mean_baseline_carries_over_between_steps():
     assert metrics["actor/advantage_mean"] == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("whiten", [False, True])
+def test_advantage_raw_std_is_the_estimators_scale_before_whitening(whiten: bool):
+    policy = moe_policy()
+    config = load_config("running_mean", overrides=[f"algo.whiten_advantages={whiten}"])
+    trajectories = make_trajectories(policy, 4)
+    counts = [t.num_action_tokens for t in trajectories]
+    metrics = Learner(policy, config).step(trajectories)
+    # No history yet: each token's advantage is its trajectory's reward, 0, 1, 0, 1.
+    share = (counts[1] + counts[3]) / sum(counts)
+    assert metrics["actor/advantage_raw_std"] == pytest.approx(math.sqrt(share * (1 - share)))
+    assert metrics["actor/advantage_mean"] == pytest.approx(0.0 if whiten else share, abs=1e-6)
+
+
 def test_rollout_metrics_measure_staleness_against_the_version_before_the_step():
     policy = moe_policy()
     learner = Learner(policy, load_config("sao"))

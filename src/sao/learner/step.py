@@ -167,6 +167,11 @@ class Learner:
         values = critic_values.detach() if critic_values is not None else None
 
         advantages, returns = self._advantages(batch, whole, share, trajectories, values)
+        # The estimator's own scale: with one update at a fixed learning rate it sets the step
+        # size, which whitening would take away.
+        metrics["actor/advantage_raw_std"] = math.sqrt(
+            max(self.ranks.masked_variance(advantages, mask), 0.0)
+        )
         if algo.whiten_advantages:
             advantages = self.ranks.whiten(advantages, mask)
         metrics["actor/advantage_mean"] = self.ranks.masked_mean(advantages, mask)
