@@ -119,6 +119,14 @@ def test_timed_arms_get_the_budget_eval_points_and_the_latency_overlay(tmp_path)
     assert [a.preset for a in variant] == ["sao_mb4", "grpo", "grpo_dis"]
     assert [a.key for a in variant[1:]] == [grpo.key, grpo_dis.key]
     assert "`sao_mb4`" in CLAIMS["h_mb4"].statement
+    # On code_repair a reference that learns: GRPO at a quarter of its learning rate, its own arm,
+    # against the SAO arm claim h_code_repair runs.
+    sao_cr, slow = CLAIMS["h_code_repair_lr25"].arms
+    assert sao_cr.key == CLAIMS["h_code_repair"].arms[0].key
+    assert slow.key == "code_repair_grpo_lr25_timed" != CLAIMS["h_code_repair"].arms[1].key
+    slow_config = run_config(slow, 0, BUDGETS["full"], tmp_path)
+    assert (slow_config.preset, slow_config.actor.lr) == ("grpo", 2.5e-5)
+    assert (slow_config.train.eval_every, slow_config.train.eval_every_s) == (10, 30.0)
     # Claim (a)'s arms are other runs: untimed, never shared with claim (h)'s.
     assert not {a.key for a in CLAIMS["a"].arms} & {a.key for a in CLAIMS["h"].arms}
 

@@ -167,8 +167,9 @@ class Learner:
         values = critic_values.detach() if critic_values is not None else None
 
         advantages, returns = self._advantages(batch, whole, share, trajectories, values)
-        # The estimator's own scale: with one update at a fixed learning rate it sets the step
-        # size, which whitening would take away.
+        # The estimator's own scale, before any whitening. Adam divides each update by the
+        # gradient's running RMS, so this scale barely moves the step (measured: docs/results.md);
+        # it is a diagnostic of the advantages, not of the step size.
         metrics["actor/advantage_raw_std"] = math.sqrt(
             max(self.ranks.masked_variance(advantages, mask), 0.0)
         )
