@@ -140,8 +140,11 @@ def test_two_data_parallel_ranks_take_the_one_process_update(
             assert got["metrics"][key] == pytest.approx(
                 whole["metrics"][key], rel=1e-4, abs=1e-6, nan_ok=True
             ), key
+        # Adam's steps are about lr * sign(g) (lr 1e-3 here): where a gradient is near 0, the
+        # ranks' other summation order moves a weight by ~1e-6. 1e-5 is 1% of one step, far
+        # below what a wrong share of the batch would do.
         for key, want in whole["weights"].items():
-            torch.testing.assert_close(got["weights"][key], want, rtol=1e-4, atol=1e-6, msg=key)
+            torch.testing.assert_close(got["weights"][key], want, rtol=1e-4, atol=1e-5, msg=key)
     start = random_qwen3_moe(VOCAB, hidden_size=32).state_dict()
     assert any(not torch.equal(start[k], whole["weights"][k]) for k in start)  # it moved
 
