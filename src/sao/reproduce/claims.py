@@ -317,17 +317,19 @@ def _time_claim(
     where: str,
     candidate: str = "sao",
     references: tuple[Arm, ...] | None = None,
-    target: str = "GRPO's (and GRPO+DIS's) final held-out accuracy in at most half their",
+    target: str = "GRPO's (and GRPO+DIS's) final held-out accuracy",
 ) -> Claim:
     """Claim (h) on `env`: `candidate` (SAO, or a variant of it) against `references`, by
-    default `grpo` and `grpo_dis`, whose arms every claim on the same env and latency shares."""
+    default `grpo` and `grpo_dis`, whose arms every claim on the same env and latency shares;
+    `target` names what the references' runs end at."""
     sao = timed_arm(env, candidate, latency)
     if references is None:
         references = tuple(timed_arm(env, p, latency) for p in ("grpo", "grpo_dis"))
     who = "SAO" if candidate == "sao" else f"SAO as `{candidate}`"
+    whose = "their" if len(references) > 1 else "its"
     return Claim(
         claim_id,
-        f"{where}, {who} reaches {target} training time",
+        f"{where}, {who} reaches {target} in at most half {whose} training time",
         tuple(
             Comparison(TIME_RATIO, Side(sao), Side(ref), "less", threshold=CLAIMED_RATIO)
             for ref in references
@@ -355,7 +357,7 @@ TIME_CLAIMS: dict[str, Claim] = {
             "On code_repair (long episodes)",
             references=(timed_arm("code_repair", "grpo", extra=SLOW_GRPO_OVERRIDES, tag="_lr25"),),
             target="the final held-out accuracy of GRPO at a quarter of its learning rate (a "
-            "reference that learns there) in at most half its",
+            "reference that learns there)",
         ),
         _time_claim("h_latency", "calc", True, "On calc with long-tailed environment latency"),
         # SAO with as many optimizer steps per batch as GRPO takes (4 DIS mini-batches): GRPO's
