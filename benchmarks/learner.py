@@ -110,6 +110,19 @@ def timed(fn: Callable[[], None], device: torch.device) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def report(result: dict[str, object], path: Path | None, width: int = 22) -> None:
+    """Print each number of `result`, one a line, and write them all to `path` as JSON if given."""
+    for key, value in result.items():
+        print(
+            f"{key:>{width}}: {value:.4f}"
+            if isinstance(value, float)
+            else f"{key:>{width}}: {value}"
+        )
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2))
+
+
 def main() -> None:
     """Parse arguments, run the benchmark, print (and optionally write) the numbers."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -203,11 +216,7 @@ def main() -> None:
         "one_pass_step_s_median": one_pass_s,
         "chunked_speedup": one_pass_s / chunked_s,
     }
-    for key, value in result.items():
-        print(f"{key:>22}: {value:.4f}" if isinstance(value, float) else f"{key:>22}: {value}")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    report(result, args.json)
 
 
 if __name__ == "__main__":

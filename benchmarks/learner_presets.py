@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from learner import SHAPES, synthetic_trajectories, timed
+from learner import SHAPES, report, synthetic_trajectories, timed
 from sao.config import load_config
 from sao.learner import Learner
 from sao.learner.actor_update import update_rows
@@ -124,11 +124,7 @@ def main() -> None:
         result[f"{p}_actor_updates"] = len(update_rows(c.algo, args.batch))
         result[f"ratio_{p}"] = wall[p] / wall[first]
         result[f"ratio_{p}_cpu"] = cpu[p] / cpu[first]
-    for key, value in result.items():
-        print(f"{key:>28}: {value:.4f}" if isinstance(value, float) else f"{key:>28}: {value}")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2))
+    report(result, args.json, width=28)
 
 
 if __name__ == "__main__":
