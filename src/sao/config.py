@@ -192,8 +192,9 @@ class ValuePretrainConfig(_Section):
 class CriticConfig(_Section):
     enabled: bool = True
     """Train a value model (False for GRPO and the running-mean baseline)."""
-    k_updates: int = Field(2, ge=1, le=64)
-    """K: critic optimizer steps per policy step, on the same batch."""
+    k_updates: int = Field(2, ge=0, le=64)
+    """K: critic optimizer steps per policy step, on the same batch. 0 keeps the critic as value
+    pretraining left it (the `sao_fixed_critic` ablation): its values still give the advantages."""
     freeze: list[str] = Field(default_factory=lambda: ["attention"])
     """Module-name patterns to freeze: "attention" (q/k/v/o and their norms), "none", or regexes."""
     optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=5e-4))

@@ -74,6 +74,10 @@ PRESETS: dict[str, Preset] = {
         deep_merge(_CRITIC_OFF, {"algo": {"advantage": "running_mean"}}),
     ),
     "sao_k1": Preset("as sao, critic K=1", {"critic": {"k_updates": 1}}),
+    "sao_fixed_critic": Preset(
+        "as sao, critic K=0: values as value pretraining left them, never updated online",
+        {"critic": {"k_updates": 0}},
+    ),
     "sao_full_critic": Preset(
         "as sao, no frozen attention in the critic", {"critic": {"freeze": ["none"]}}
     ),

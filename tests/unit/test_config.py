@@ -52,6 +52,7 @@ def test_defaults_are_sao():
         ("sao_mc", {"algo.lambda_actor": 1.0, "algo.advantage": "token_gae"}),
         ("sao_mb4", {"algo.dis_minibatches": 4, "algo.policy_loss": "dis"}),
         ("sao_k1", {"critic.k_updates": 1}),
+        ("sao_fixed_critic", {"critic.k_updates": 0, "critic.enabled": True}),
         ("sao_full_critic", {"critic.freeze": ["none"]}),
         ("sao_step_mean", {"algo.advantage": "step_gae", "algo.step_value": "mean"}),
         ("sao_step_last", {"algo.advantage": "step_gae", "algo.step_value": "last"}),

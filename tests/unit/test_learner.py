@@ -117,6 +117,30 @@ def test_critic_takes_k_optimizer_steps_per_policy_step(k):
     assert int(learner.actor_optimizer.state[policy.lm_head.weight]["step"]) == 1
 
 
+def test_fixed_critic_preset_never_updates_the_critic_but_its_values_still_count():
+    policy = moe_policy()
+    learner = Learner(policy, load_config("sao_fixed_critic", overrides=FAST_LR))
+    policy_before, critic_before = snapshot(policy), snapshot(learner.critic)
+    metrics = learner.step(make_trajectories(policy, 3))
+    assert changed(critic_before, learner.critic) == set()
+    assert changed(policy_before, policy) != set()
+    assert learner.critic_optimizer.state == {}
+    assert math.isfinite(metrics["critic/vf_explained_var"])
+    assert "critic/vf_loss" not in metrics
+
+
+def test_live_critic_warmup_with_k0_measures_but_leaves_the_critic_alone():
+    from sao.serve.learning import critic_warmup_step
+
+    policy = moe_policy()
+    learner = Learner(policy, load_config("sao_fixed_critic", overrides=FAST_LR))
+    before = snapshot(learner.critic)
+    metrics = critic_warmup_step(learner, make_trajectories(policy, 3))
+    assert changed(before, learner.critic) == set()
+    assert math.isnan(metrics["critic/vf_loss"])
+    assert math.isfinite(metrics["critic/vf_explained_var"])
+
+
 def test_first_step_ratio_is_one_at_the_rollout_temperature():
     policy = moe_policy()
     config = load_config("sao", overrides=["rollout.temperature=0.7"])
@@ -172,10 +196,9 @@ PRESET_KEYS = {
         "actor/dis_would_mask_high",
     },
 }
-CRITIC_KEYS = {
+CRITIC_KEYS = {"critic/vf_explained_var", "critic/returns_var"}
+CRITIC_UPDATE_KEYS = {
     "critic/vf_loss",
-    "critic/vf_explained_var",
-    "critic/returns_var",
     "critic/grad_norm",
     "critic/grad_norm_shared",
     "critic/grad_norm_all",
@@ -210,6 +233,7 @@ def test_every_preset_runs_a_step_with_finite_metrics(preset, overrides):
     metrics = Learner(policy, config).step(trajectories)
     expected = COMMON_KEYS | PRESET_KEYS[config.algo.policy_loss]
     expected |= CRITIC_KEYS if config.critic.enabled else set()
+    expected |= CRITIC_UPDATE_KEYS if config.critic.enabled and config.critic.k_updates else set()
     assert expected <= set(metrics)
     assert config.critic.enabled or not any(k.startswith("critic/") for k in metrics)
     assert all(math.isfinite(v) for v in metrics.values()), metrics

@@ -163,7 +163,8 @@ class Learner:
         # forward (the critic does not change before then), which saves one full pass.
         critic_values = None
         if self.critic is not None:
-            critic_values = self._forward(self.critic, batch)
+            with torch.set_grad_enabled(critic_cfg.k_updates > 0):
+                critic_values = self._forward(self.critic, batch)
         values = critic_values.detach() if critic_values is not None else None
 
         advantages, returns = self._advantages(batch, whole, share, trajectories, values)
@@ -215,8 +216,8 @@ class Learner:
                 )
                 self.skipped_steps["critic"] += not applied
                 critic_steps.append(vf_metrics)
-            # Loss, clip fraction and gradient norm: means over the K updates.
-            for key in critic_steps[0]:
+            # Loss, clip fraction and gradient norm: means over the K updates (none with K=0).
+            for key in critic_steps[0] if critic_steps else ():
                 metrics[key] = sum(m[key] for m in critic_steps) / len(critic_steps)
             # Over action tokens, with the values the advantages used (before this step's
             # critic updates): a held-out measure. Its denominator moves with the reward rate

@@ -15,6 +15,7 @@ trained, and everything else is still pending (see `sao.serve.store`).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -53,17 +54,18 @@ def critic_warmup_step(learner: Learner, trajectories: Sequence[Trajectory]) -> 
     ids, attn = batch.input_ids.to(learner.device), batch.attention_mask.to(learner.device)
     mask, rewards = batch.action_mask.to(learner.device), batch.rewards.to(learner.device)
     _, returns = token_gae(rewards, torch.zeros_like(rewards), mask, config.algo.gamma, 1.0)
-    losses, first_values = [], None
-    for _ in range(config.critic.k_updates):
+    k_updates = config.critic.k_updates
+    with torch.set_grad_enabled(k_updates > 0):
         values = chunked_forward(learner.critic, ids, attn, config.train.micro_batch_tokens)
-        if first_values is None:
-            first_values = values.detach()
+    first_values, losses = values.detach(), []
+    for k in range(k_updates):
+        if k > 0:
+            values = chunked_forward(learner.critic, ids, attn, config.train.micro_batch_tokens)
         loss, _ = value_loss(values, returns, mask, agg=config.algo.agg)
         apply_gradients(learner.critic_optimizer, loss, config.critic.optim.grad_clip)
         losses.append(float(loss.detach()))
-    assert first_values is not None
     return {
-        "critic/vf_loss": sum(losses) / len(losses),
+        "critic/vf_loss": sum(losses) / len(losses) if losses else math.nan,
         "critic/vf_explained_var": explained_variance(first_values, returns, mask),
         "rollout/reward_mean": float(batch.scores.mean()),
     }
