@@ -393,6 +393,13 @@ def test_adaptation_lag() -> None:
     # One-step window: rewards from step 4 are 0.0, 0.0, 0.4, 0.9.
     assert adaptation_lag(dict(enumerate(rewards)), [4], frac=0.8, window=1) == [3]
     assert adaptation_lag(rewards, [0]) == [None]
+    # A phase that closed at 0 (steps 8-9) is not the level to recover after the next switch:
+    # the reference stays the first phase's 1.0, which steps 10-13 never get back to 0.8 of.
+    stuck = [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.1, 0.1, 0.1, 0.1]
+    assert adaptation_lag(stuck, [4, 10], frac=0.8, window=2) == [None, None]
+    # A phase that re-adapted part way (0.5) is measured against the best level, 1.0, as well.
+    partial = [1.0, 1.0, 1.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.0, 0.9, 0.9, 0.9]
+    assert adaptation_lag(partial, [4, 10], frac=0.8, window=2) == [None, 2]
     with pytest.raises(ValueError, match="increasing"):
         adaptation_lag(rewards, [5, 4])
     with pytest.raises(ValueError, match="frac"):

@@ -155,8 +155,8 @@ POST_SWITCH_REWARD = Metric(
 )
 ADAPTATION_LAG = Metric(
     "adaptation_lag",
-    "style_stream: mean steps to recover 80% of the pre-switch reward (never: the phase length; "
-    "unrequested prompts' reward when the stream requests styles)",
+    "style_stream: mean steps to recover 80% of the best phase-closing reward before the switch "
+    "(never: the phase length; unrequested prompts' reward when the stream requests styles)",
     readers.adaptation_lag_censored,
 )
 

@@ -90,18 +90,21 @@ def adaptation_lag(
     frac: float = 0.8,
     window: int = 3,
 ) -> list[int | None]:
-    """Steps after each switch until reward is back to `frac` of its pre-switch level.
+    """Steps after each switch until reward is back to `frac` of the level held before it.
 
-    The pre-switch level is the mean reward of the `window` steps before the switch. The lag is
-    `t - s` for the first step `t` (before the next switch) where the mean over the `window` steps
-    ending at `t` -- all at or after the switch `s` -- reaches `frac` times that level; so the
-    smallest possible lag is `window - 1`. None when that never happens, or when there is no
-    step before the switch.
+    The level held before switch `s` is the highest closing reward of any earlier phase (the
+    mean reward of the `window` steps before each switch up to `s`): after a phase that never
+    re-adapted, closing near 0, "back to its level" would be reached at once, so the reference
+    stays the best the run had reached. The lag is `t - s` for the first step `t` (before the
+    next switch) where the mean over the `window` steps ending at `t` -- all at or after the
+    switch `s` -- reaches `frac` times that level; so the smallest possible lag is
+    `window - 1`. None when that never happens, or when no reward was logged in the window
+    before this switch or any earlier one.
 
     Args:
         rewards_by_step: mean reward per step, as a mapping or a sequence indexed by step.
         switch_steps: steps at which the preference switched (increasing).
-        frac: share of the pre-switch level to recover.
+        frac: share of the level held before the switch to recover.
         window: steps averaged on each side.
     """
     if not 0.0 < frac <= 1.0:
@@ -116,13 +119,16 @@ def adaptation_lag(
         else dict(enumerate(rewards_by_step))
     )
     lags: list[int | None] = []
+    held: float | None = None
     for i, switch in enumerate(switch_steps):
         end = switch_steps[i + 1] if i + 1 < len(switch_steps) else math.inf
         before = [rewards[t] for t in range(switch - window, switch) if t in rewards]
-        if not before:
+        if before:
+            held = _mean(before) if held is None else max(held, _mean(before))
+        if held is None:
             lags.append(None)
             continue
-        target = frac * _mean(before)
+        target = frac * held
         lag = None
         for t in sorted(t for t in rewards if switch + window - 1 <= t < end):
             recent = [rewards[u] for u in range(t - window + 1, t + 1) if u in rewards]

@@ -75,9 +75,10 @@ def run_report(rows: list[dict[str, Any]]) -> RunReport:
     """Adaptation lag after each switch, each phase's closing reward and closing style shares,
     and the Figure-5-style figure of style shares (`style_shares.png`).
 
-    A lag is only as meaningful as the level it recovers: after a phase that never learnt the
-    preferred style (closing reward near the teacher's 1/len(styles)), a short lag says little,
-    so the report gives each phase's closing reward beside the lags.
+    A lag is only as meaningful as the level it recovers, the best closing reward of any earlier
+    phase (`adaptation_lag`): in a run where no phase learnt its preferred style (closing reward
+    near the teacher's 1/len(styles)) a short lag says little, so the report gives each phase's
+    closing reward beside the lags.
 
     In a run with requested prompts the lags and closing rewards (`style_adaptation_lag`,
     `style_phase_end_reward`) are those of the unrequested reward, `style/reward_unrequested`:
