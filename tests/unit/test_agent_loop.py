@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -66,6 +68,7 @@ def test_observations_are_inserted_with_mask_zero(parts, env_workers):
     assert traj.metadata["turns"] == 3 and traj.metadata["tool_calls"] == 2
     assert traj.metadata["index"] == 7
     assert traj.metadata["info"] == {"end_reason": "answer", "history": ["a", 2]}
+    assert traj.turn_rewards is None  # no action rewards: the outcome is the only reward
     # Every turn span is sampled (mask 1, version 0); the two observations between are inserted.
     inserted = [i for i, m in enumerate(traj.action_mask) if not m]
     prompt_len = traj.turn_spans[0][0]
@@ -75,6 +78,27 @@ def test_observations_are_inserted_with_mask_zero(parts, env_workers):
         assert set(traj.action_mask[end:next_start]) == {0}
         assert set(traj.policy_versions[end:next_start]) == {-1}
         assert set(traj.policy_versions[start:end]) == {0}
+
+
+class PenalisingEnv(ScriptedEnv):
+    """ScriptedEnv whose second action earns an action reward of -0.1."""
+
+    def step(self, action_text: str) -> StepResult:
+        result = super().step(action_text)
+        return replace(result, action_reward=-0.1) if self.turn == 2 else result
+
+
+def test_action_rewards_become_turn_rewards_and_leave_the_outcome_alone(parts):
+    loop = make_loop(parts, lambda: PenalisingEnv(end_on_turn=3))
+    (traj,) = loop.run([("e0", TASK, {})])
+    loop.close()
+    assert traj.reward == 1.0
+    assert traj.turn_rewards == (0.0, -0.1, 0.0)
+    last = max(i for i, m in enumerate(traj.action_mask) if m)
+    second_end = traj.turn_spans[1][1] - 1
+    assert sorted(traj.reward_positions()) == sorted(
+        [(traj.turn_spans[0][1] - 1, 0.0), (second_end, -0.1), (last, 0.0), (last, 1.0)]
+    )
 
 
 def test_token_budget_ends_the_episode_with_reward_zero(parts):

@@ -343,6 +343,26 @@ def test_malformed_actions_cost_turns_and_end_at_max_turns() -> None:
         env.step("<tool>view</tool>")
 
 
+def test_malformed_actions_earn_the_malformed_reward_apart_from_the_outcome() -> None:
+    env = CodeRepairEnv(max_turns=4, malformed_reward=-0.1)
+    env.reset(TASK)
+    rewards = [
+        env.step(action).action_reward
+        for action in ("no tag", "<tool>replace 99\n  x</tool>", "<tool>view</tool>")
+    ]
+    assert rewards == [-0.1, -0.1, 0.0]
+    last = env.step(FIX.replace("replace 5", "replace"))  # the line number left out
+    assert (last.done, last.info["end_reason"], last.action_reward) == (True, END_MAX_TURNS, -0.1)
+    assert last.reward == 0.0  # the outcome: the file left as it was
+    env.reset(TASK)
+    fixed = env.step(FIX)
+    assert fixed.action_reward == 0.0
+    assert env.step("<tool>submit</tool>").reward == 1.0
+    default = CodeRepairEnv(max_turns=2, runner=never_called)
+    default.reset(TASK)
+    assert default.step("no tag").action_reward == 0.0
+
+
 def test_out_of_turns_grades_the_file_the_episode_leaves() -> None:
     env = CodeRepairEnv(max_turns=2)
     env.reset(TASK)
@@ -411,6 +431,8 @@ def test_bad_arguments_raise_clear_errors() -> None:
         CodeRepairEnv(max_turns=0)
     with pytest.raises(ValueError, match="timeout_s"):
         CodeRepairEnv(timeout_s=0)
+    with pytest.raises(ValueError, match="malformed_reward"):
+        CodeRepairEnv(malformed_reward=0.5)
     with pytest.raises(ValueError, match="needs"):
         CodeRepairEnv().reset(Task("t", "p", "a", {"source": "x"}))
     with pytest.raises(RuntimeError, match="reset"):

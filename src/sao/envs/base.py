@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import itertools
+import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -63,21 +64,28 @@ class StepResult:
 
     Attributes:
         observation: text to append after the action; `""` when `done`.
-        reward: the reward for this step (the outcome reward on the final step).
+        reward: the outcome reward on the final step (what pass@1 and `rollout/reward_mean`
+            read); ignored on the other steps.
         done: whether the trajectory has ended.
         info: facts about the step, e.g. `end_reason`, `tool_called`, `format_error`.
+        action_reward: a reward for this action alone, apart from the outcome (e.g. a penalty
+            for a malformed command): the learner adds it on the action's last token
+            (`Trajectory.turn_rewards`); outcome metrics leave it out.
     """
 
     observation: str
     reward: float
     done: bool
     info: dict[str, Any] = field(default_factory=dict)
+    action_reward: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.observation, str):
             raise TypeError(f"StepResult.observation: expected str, got {type(self.observation)}")
         if self.done and self.observation:
             raise ValueError("StepResult.observation: must be empty when done is true")
+        if not math.isfinite(self.action_reward):
+            raise ValueError(f"StepResult.action_reward: must be finite, got {self.action_reward}")
 
 
 class Environment(abc.ABC):

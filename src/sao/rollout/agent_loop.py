@@ -61,6 +61,8 @@ class Episode:
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    # One per environment step (`StepResult.action_reward`), in turn order.
+    action_rewards: list[float] = field(default_factory=list)
     tool_calls: int = 0
     format_errors: int = 0
     started_at: float = field(default_factory=time.time)
@@ -79,6 +81,15 @@ class Episode:
         self.logprobs += completion.logprobs
         self.versions += completion.versions
         self.turn_spans.append((start, len(self.token_ids)))
+
+
+def _turn_rewards(episode: Episode) -> tuple[float, ...] | None:
+    """The episode's action rewards, one per turn (0 for a turn the environment never stepped,
+    e.g. one cut at the token budget); None when every one is 0, as for most environments."""
+    rewards = episode.action_rewards[: len(episode.turn_spans)]
+    if not any(rewards):
+        return None
+    return tuple(rewards) + (0.0,) * (len(episode.turn_spans) - len(rewards))
 
 
 class AgentLoop:
@@ -285,6 +296,7 @@ class AgentLoop:
             )
             return
         episode.tool_calls += int(bool(result.info.get("tool_called")))
+        episode.action_rewards.append(result.action_reward)
         episode.format_errors += int(bool(result.info.get("format_error")))
         episode.last_info = {k: v for k, v in result.info.items() if _is_plain(v)}
         if result.done:
@@ -323,6 +335,7 @@ class AgentLoop:
                 policy_versions=episode.versions,
                 reward=reward,
                 turn_spans=episode.turn_spans,
+                turn_rewards=_turn_rewards(episode),
                 metadata=meta,
             )
         )

@@ -24,6 +24,7 @@ passes (`grade_unsubmitted=False`: reward 0 without a submit).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 from typing import Any
@@ -67,6 +68,9 @@ class CodeRepairEnv(TurnLimitedEnvironment):
             full suite afresh at every `submit`.
         grade_unsubmitted: an episode that runs out of turns is graded on the file it leaves
             (SWE-Bench's rule); False gives it reward 0, so only a `submit` can earn a reward.
+        malformed_reward: the action reward (`StepResult.action_reward`) of every action that
+            cannot be carried out as written (a command that does not parse, an edit the file
+            refuses: `format_error` set), apart from the outcome; 0 gives none.
     """
 
     name = "code_repair"
@@ -83,6 +87,7 @@ class CodeRepairEnv(TurnLimitedEnvironment):
         runner: PythonRunner | None = None,
         reuse_test_runs: bool = True,
         grade_unsubmitted: bool = True,
+        malformed_reward: float = 0.0,
     ) -> None:
         super().__init__(max_turns)
         for label, value, least in (
@@ -95,6 +100,8 @@ class CodeRepairEnv(TurnLimitedEnvironment):
                 raise ValueError(f"{label}: must be an int >= {least}, got {value!r}")
         if not isinstance(timeout_s, float | int) or not timeout_s > 0:
             raise ValueError(f"timeout_s: must be > 0, got {timeout_s!r}")
+        if not isinstance(malformed_reward, float | int) or not -1.0 <= malformed_reward <= 0.0:
+            raise ValueError(f"malformed_reward: must be in [-1, 0], got {malformed_reward!r}")
         self.max_output_chars = max_output_chars
         self.max_lines = max_lines
         self.max_line_chars = max_line_chars
@@ -103,6 +110,7 @@ class CodeRepairEnv(TurnLimitedEnvironment):
         self.runner: PythonRunner = runner if runner is not None else sandbox_runner
         self.reuse_test_runs = bool(reuse_test_runs)
         self.grade_unsubmitted = bool(grade_unsubmitted)
+        self.malformed_reward = float(malformed_reward)
         self._lines: list[str] = []
         self._events: list[str] = []
         # The file a `test` ran the whole suite on, and whether the suite passed.
@@ -125,6 +133,12 @@ class CodeRepairEnv(TurnLimitedEnvironment):
 
     def take_turn(self, action_text: str) -> StepResult:
         """Apply one action; see the module docstring for the rules."""
+        result = self._apply(action_text)
+        if result.info.get("format_error") and self.malformed_reward:
+            return dataclasses.replace(result, action_reward=self.malformed_reward)
+        return result
+
+    def _apply(self, action_text: str) -> StepResult:
         command = parse_command(action_text)
         info: dict[str, Any] = {
             "turn": self.turn,
