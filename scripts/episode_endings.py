@@ -5,7 +5,8 @@ python scripts/episode_endings.py runs/code_repair_sao --last 0.25
 
 Reads the run's `trajectories.jsonl` (every completed episode); an ending is the episode's
 `end_reason` (answer, max_turns, ...) and, where the environment records them (code_repair does),
-its last `--events` events (replace, test_failed, submit, error, ...).
+its last `--events` events (replace, test_failed, submit, error, ...); a last action the
+environment could not carry out is named with its `format_error` (`error:unclosed_tool`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ def ending_key(metadata: dict[str, Any], events: int) -> str:
     info = metadata.get("info") or {}
     reason = info.get("end_reason") or metadata.get("end_reason") or "unknown"
     tail = list(info.get("events") or [])[-events:] if events else []
+    if tail and tail[-1] == "error" and info.get("format_error"):
+        tail[-1] = f"error:{info['format_error']}"
     return f"{reason}: {' > '.join(tail)}" if tail else str(reason)
 
 

@@ -22,6 +22,14 @@ def test_endings_group_by_reason_and_last_events_most_common_first():
     assert episode_endings.endings(rows, events=0) == [("max_turns", 2, 1), ("answer", 1, 1)]
 
 
+def test_a_malformed_last_action_is_named_by_its_format_error():
+    info = {"end_reason": "max_turns", "events": ["replace", "error"], "format_error": "no_tag"}
+    assert episode_endings.ending_key({"info": info}, events=3) == "max_turns: replace > error:no_tag"
+    # An edit the file refused is a `replace` event with a format error: named as it was.
+    info = {"end_reason": "max_turns", "events": ["replace"], "format_error": "line_too_long"}
+    assert episode_endings.ending_key({"info": info}, events=3) == "max_turns: replace"
+
+
 def test_an_environment_without_events_is_named_by_its_end_reason():
     row = {"reward": 0.0, "metadata": {"end_reason": "malformed", "info": {}}}
     assert episode_endings.ending_key(row["metadata"], events=3) == "malformed"
