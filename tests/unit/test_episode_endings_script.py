@@ -24,7 +24,9 @@ def test_endings_group_by_reason_and_last_events_most_common_first():
 
 def test_a_malformed_last_action_is_named_by_its_format_error():
     info = {"end_reason": "max_turns", "events": ["replace", "error"], "format_error": "no_tag"}
-    assert episode_endings.ending_key({"info": info}, events=3) == "max_turns: replace > error:no_tag"
+    assert (
+        episode_endings.ending_key({"info": info}, events=3) == "max_turns: replace > error:no_tag"
+    )
     # An edit the file refused is a `replace` event with a format error: named as it was.
     info = {"end_reason": "max_turns", "events": ["replace"], "format_error": "line_too_long"}
     assert episode_endings.ending_key({"info": info}, events=3) == "max_turns: replace"
