@@ -344,7 +344,7 @@ def test_malformed_actions_cost_turns_and_end_at_max_turns() -> None:
 
 
 def test_malformed_actions_earn_the_malformed_reward_apart_from_the_outcome() -> None:
-    env = CodeRepairEnv(max_turns=4, malformed_reward=-0.1)
+    env = CodeRepairEnv(max_turns=4)  # malformed_reward -0.1 by default
     env.reset(TASK)
     rewards = [
         env.step(action).action_reward
@@ -358,9 +358,9 @@ def test_malformed_actions_earn_the_malformed_reward_apart_from_the_outcome() ->
     fixed = env.step(FIX)
     assert fixed.action_reward == 0.0
     assert env.step("<tool>submit</tool>").reward == 1.0
-    default = CodeRepairEnv(max_turns=2, runner=never_called)
-    default.reset(TASK)
-    assert default.step("no tag").action_reward == 0.0
+    outcome_only = CodeRepairEnv(max_turns=2, runner=never_called, malformed_reward=0)
+    outcome_only.reset(TASK)
+    assert outcome_only.step("no tag").action_reward == 0.0
 
 
 def test_out_of_turns_grades_the_file_the_episode_leaves() -> None:

@@ -70,7 +70,9 @@ class CodeRepairEnv(TurnLimitedEnvironment):
             (SWE-Bench's rule); False gives it reward 0, so only a `submit` can earn a reward.
         malformed_reward: the action reward (`StepResult.action_reward`) of every action that
             cannot be carried out as written (a command that does not parse, an edit the file
-            refuses: `format_error` set), apart from the outcome; 0 gives none.
+            refuses: `format_error` set), apart from the outcome: a wasted call costs the user
+            of a coding agent, which the outcome alone does not say (`docs/environments.md`);
+            0 gives none.
     """
 
     name = "code_repair"
@@ -87,7 +89,7 @@ class CodeRepairEnv(TurnLimitedEnvironment):
         runner: PythonRunner | None = None,
         reuse_test_runs: bool = True,
         grade_unsubmitted: bool = True,
-        malformed_reward: float = 0.0,
+        malformed_reward: float = -0.1,
     ) -> None:
         super().__init__(max_turns)
         for label, value, least in (
