@@ -77,9 +77,13 @@ def stale_warning(directory: Path, env: str, prog: str) -> str | None:
 
 def options_beyond_defaults(env: str, options: dict[str, Any]) -> dict[str, Any]:
     """The entries of `options` (a run's `env.options`) that differ from the defaults of `env`'s
-    `make_env`, which its teacher writes demonstrations with; unknown defaults count as differing."""
+    `make_env`, which its teacher writes demonstrations with; unknown defaults count as differing.
+    Options that change only rewards (`EnvRegistration.reward_options`) are left out: the
+    demonstrations are the same under them."""
+    registration = registration_for(env)
+    options = {k: v for k, v in options.items() if k not in registration.reward_options}
     try:
-        parameters = inspect.signature(registration_for(env).make_env).parameters
+        parameters = inspect.signature(registration.make_env).parameters
     except (TypeError, ValueError):
         return dict(options)
     return {

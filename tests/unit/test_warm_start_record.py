@@ -99,6 +99,14 @@ def test_options_beyond_defaults_keeps_only_what_the_teacher_does_not_use():
     assert options_beyond_defaults("calc", {"no_such_option": 1}) == {"no_such_option": 1}
 
 
+def test_options_beyond_defaults_leaves_out_options_that_change_only_rewards():
+    reward_only = {"malformed_reward": -0.5, "grade_unsubmitted": False}
+    assert options_beyond_defaults("code_repair", reward_only) == {}
+    assert options_beyond_defaults("code_repair", {**reward_only, "max_turns": 3}) == {
+        "max_turns": 3
+    }
+
+
 @pytest.mark.parametrize(("options", "noted"), [({"max_output_chars": 12}, True), ({}, False)])
 def test_warm_start_saves_its_record_and_notes_options_its_teacher_ignores(
     tmp_path, capsys, monkeypatch, options, noted

@@ -59,6 +59,8 @@ class EnvRegistration:
         takes_variant: whether names carry a variant.
         check_variant: raises ValueError (or ImportError) naming what is wrong with a variant;
             called when a config is checked, before any work.
+        reward_options: names of `make_env` options that change only rewards, never what the
+            agent sees or the teacher writes, so a warm start does not depend on them.
     """
 
     name: str
@@ -69,6 +71,7 @@ class EnvRegistration:
     run_report: Callable[[list[dict[str, Any]]], RunReport] | None = None
     takes_variant: bool = False
     check_variant: Callable[[str], object] | None = None
+    reward_options: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or ":" in self.name:
