@@ -495,13 +495,16 @@ def load_config(
     preset: str | None = None,
     yaml_path: str | Path | None = None,
     overrides: list[str] | tuple[str, ...] = (),
+    env_file: bool = True,
 ) -> SAOConfig:
     """Build a validated config.
 
     Order: defaults <- preset <- the environment's packaged defaults (`sao/configs/ENV.yaml`,
-    when there is one) <- YAML file <- dotted overrides. The packaged defaults never touch an
-    algorithm setting (see `ENV_FILE_SECTIONS`); the user's file and overrides may, and
-    `algorithm_overrides` names what they changed.
+    when there is one and `env_file`) <- YAML file <- dotted overrides. The packaged defaults
+    never touch an algorithm setting (see `ENV_FILE_SECTIONS`); the user's file and overrides
+    may, and `algorithm_overrides` names what they changed. A run's saved `config.yaml` holds
+    every value the run used, so it is loaded with `env_file=False`: a key the packaged file has
+    and the run did not use is not added to its mappings.
 
     The preset is `preset`, else the one the YAML file (or a `preset=` override) names, else
     `sao`; a file naming another preset than `preset` is refused, since its settings were not
@@ -521,7 +524,8 @@ def load_config(
     if preset not in PRESETS:
         raise ConfigError(f"preset: unknown preset {preset!r}; allowed: {', '.join(PRESETS)}")
     env = user.get("env", {}).get("name", "calc") if isinstance(user.get("env"), dict) else "calc"
-    tree = deep_merge({"preset": preset}, PRESETS[preset].settings, env_defaults(str(env)), user)
+    packaged = env_defaults(str(env)) if env_file else {}
+    tree = deep_merge({"preset": preset}, PRESETS[preset].settings, packaged, user)
     try:
         return SAOConfig.model_validate(tree)
     except ValidationError as err:
@@ -535,7 +539,7 @@ def load_run_config(run_dir: str | Path, overrides: list[str] | tuple[str, ...] 
         raise ConfigError(f"run directory {run_dir}: does not exist")
     saved = read_yaml_file(path, "run config")
     preset = saved.get("preset", "sao")
-    return load_config(str(preset), path, overrides)
+    return load_config(str(preset), path, overrides, env_file=False)
 
 
 def env_defaults(env: str) -> dict[str, Any]:

@@ -20,11 +20,12 @@ class Preset:
 
 
 def deep_merge(base: dict[str, Any], *updates: dict[str, Any]) -> dict[str, Any]:
-    """`base` with each update merged in turn; `*options` fields are replaced, not merged."""
+    """`base` with each update merged in turn, mappings key by key (`*options` ones too, so one
+    `--set env.task_options.KEY=...` keeps the environment file's other keys)."""
     out = dict(base)
     for update in updates:
         for key, value in update.items():
-            if isinstance(value, dict) and isinstance(out.get(key), dict) and "options" not in key:
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
                 out[key] = deep_merge(out[key], value)
             else:
                 out[key] = value

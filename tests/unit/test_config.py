@@ -173,6 +173,20 @@ def test_a_run_config_reloads_under_its_own_preset(tmp_path):
     assert load_run_config(tmp_path, ["train.steps=8"]).train.steps == 8
 
 
+def test_one_option_key_merges_into_the_environment_files_mapping():
+    packaged = load_config("sao", overrides=["env.name=style_stream"]).env.task_options
+    cfg = load_config("sao", overrides=["env.name=style_stream", "env.task_options.switch_every=7"])
+    assert packaged["switch_every"] != 7 and "request_rate" in packaged
+    assert cfg.env.task_options == {**packaged, "switch_every": 7}
+
+
+def test_a_run_config_reloads_without_the_environment_files_keys_it_did_not_use(tmp_path):
+    ran = load_config("sao", overrides=["env.name=style_stream"])
+    ran = ran.model_copy(update={"env": ran.env.model_copy(update={"task_options": {}})})
+    save_config(ran, tmp_path / "config.yaml")
+    assert load_run_config(tmp_path).env.task_options == {}
+
+
 def test_a_file_naming_a_preset_gets_that_presets_settings_and_a_conflict_is_refused(tmp_path):
     path = tmp_path / "grpo.yaml"
     path.write_text("preset: grpo\n")

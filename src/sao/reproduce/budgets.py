@@ -45,7 +45,7 @@ QUICK_CODE_REPAIR: tuple[str, ...] = (
 )
 
 # Three 10-step phases: the preference moves every 10 learner steps of 16 one-rollout prompts.
-# Setting `env.task_options` replaces the packaged mapping, so the request rate is restated.
+# Task options stated in full: the quick study does not follow edits of the packaged file.
 QUICK_STYLE_STREAM: tuple[str, ...] = (
     "critic.pretrain.num_trajectories=32",
     "critic.pretrain.max_steps=20",

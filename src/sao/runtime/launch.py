@@ -87,7 +87,7 @@ def resumed_config(run_dir: Path, overrides: list[str], fixed: FixedFlags) -> SA
         )
     # The run directory is the one being resumed, whatever a `train.out` override says.
     overrides = [o for o in overrides if not o.startswith("train.out=")]
-    config = load_config(saved_preset, saved_path, overrides)
+    config = load_config(saved_preset, saved_path, overrides, env_file=False)
     for flag, given, kept, now in (
         ("--preset", fixed.preset, saved_preset, config.preset),
         ("--env", fixed.env, saved_env, config.env.name),
