@@ -144,7 +144,8 @@ def eval_resolution(paired: dict[str, Any], effect: float) -> dict[str, Any]:
 
 def resolution_line(gain: dict[str, Any], resolution: dict[str, Any]) -> str:
     """One line on a paired held-out gain: whether its interval excludes zero, and whether the
-    eval could resolve the effect of interest; when it could not, how many tasks would."""
+    eval could resolve the effect of interest; when it could not, how many tasks would (said
+    without "cannot resolve" when this gain's interval already excludes zero)."""
     low, high = gain["difference_ci95"]
     where = "above 0" if low > 0 else "below 0" if high < 0 else "not distinguishable from 0"
     head = (
@@ -155,6 +156,12 @@ def resolution_line(gain: dict[str, Any], resolution: dict[str, Any]) -> str:
     chance = f"a true one clears 0 in {resolution['detection_chance']:.0%} of such evals"
     if resolution["resolves"]:
         return f"{head}; this eval resolves a gain of {effect:g} ({chance})"
+    if where != "not distinguishable from 0":
+        return (
+            f"{head}; a true gain of {effect:g} would clear 0 in only "
+            f"{resolution['detection_chance']:.0%} of such evals (about "
+            f"{resolution['eval_n_needed']} held-out tasks for 90%, train.eval_n)"
+        )
     return (
         f"{head}; this eval cannot resolve a gain of {effect:g} ({chance}, under 90%); about "
         f"{resolution['eval_n_needed']} held-out tasks would (train.eval_n, from the paired SD "

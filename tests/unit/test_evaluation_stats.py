@@ -93,6 +93,13 @@ def test_an_eval_too_small_for_the_effect_says_so_and_names_the_tasks_that_would
         f"in 51% of such evals, under 90%); about {small['eval_n_needed']} held-out tasks would "
         f"(train.eval_n, from the paired SD {sd:.3f})"
     )
+    clear = paired_difference([1.0] * 40 + [0.0] * 60, [0.0] * 100)
+    assert resolution_line(clear, eval_resolution(clear, 0.10)) == (
+        f"held-out gain +0.400 +- {eval_resolution(clear, 0.10)['half_width']:.3f} (paired 95% "
+        "interval, n=100 tasks), above 0; a true gain of 0.1 would clear 0 in only "
+        f"{eval_resolution(clear, 0.10)['detection_chance']:.0%} of such evals (about "
+        f"{eval_resolution(clear, 0.10)['eval_n_needed']} held-out tasks for 90%, train.eval_n)"
+    )
     large = eval_resolution(gain, 0.20)
     assert large["resolves"] and large["detection_chance"] > 0.9
     assert resolution_line(gain, large).endswith(
