@@ -94,11 +94,12 @@ def test_an_eval_too_small_for_the_effect_says_so_and_names_the_tasks_that_would
         f"(train.eval_n, from the paired SD {sd:.3f})"
     )
     clear = paired_difference([1.0] * 40 + [0.0] * 60, [0.0] * 100)
-    assert resolution_line(clear, eval_resolution(clear, 0.10)) == (
-        f"held-out gain +0.400 +- {eval_resolution(clear, 0.10)['half_width']:.3f} (paired 95% "
-        "interval, n=100 tasks), above 0; a true gain of 0.1 would clear 0 in only "
-        f"{eval_resolution(clear, 0.10)['detection_chance']:.0%} of such evals (about "
-        f"{eval_resolution(clear, 0.10)['eval_n_needed']} held-out tasks for 90%, train.eval_n)"
+    coarse = eval_resolution(clear, 0.10)
+    assert not coarse["resolves"]
+    assert resolution_line(clear, coarse) == (
+        f"held-out gain +0.400 +- {coarse['half_width']:.3f} (paired 95% interval, n=100 tasks), "
+        f"above 0; a true gain of 0.1 would clear 0 in only {coarse['detection_chance']:.0%} of "
+        f"such evals (about {coarse['eval_n_needed']} held-out tasks for 90%, train.eval_n)"
     )
     large = eval_resolution(gain, 0.20)
     assert large["resolves"] and large["detection_chance"] > 0.9

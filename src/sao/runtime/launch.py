@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from sao.config import ConfigError, SAOConfig, load_config
+from sao.config import ConfigError, SAOConfig, load_run_config
 from sao.durable import atomic_write_text, strict_dumps
 from sao.preflight import check_learner_ranks
 from sao.runtime.run_dir import check_writable, existing_run_files
@@ -87,7 +87,7 @@ def resumed_config(run_dir: Path, overrides: list[str], fixed: FixedFlags) -> SA
         )
     # The run directory is the one being resumed, whatever a `train.out` override says.
     overrides = [o for o in overrides if not o.startswith("train.out=")]
-    config = load_config(saved_preset, saved_path, overrides, env_file=False)
+    config = load_run_config(run_dir, overrides)
     for flag, given, kept, now in (
         ("--preset", fixed.preset, saved_preset, config.preset),
         ("--env", fixed.env, saved_env, config.env.name),
