@@ -363,6 +363,27 @@ def test_malformed_actions_earn_the_malformed_reward_apart_from_the_outcome() ->
     assert outcome_only.step("no tag").action_reward == 0.0
 
 
+def test_running_out_of_turns_earns_the_unsubmitted_reward_beside_the_grade() -> None:
+    env = CodeRepairEnv(max_turns=2, unsubmitted_reward=-0.2)
+    env.reset(TASK)
+    assert env.step(FIX).action_reward == 0.0
+    graded = env.step("<tool>view</tool>")
+    assert (graded.reward, graded.info["end_reason"], graded.action_reward) == (
+        1.0,
+        END_MAX_TURNS,
+        -0.2,
+    )
+    env.reset(TASK)
+    env.step("<tool>view</tool>")
+    malformed_last = env.step("no tag")
+    assert (malformed_last.reward, malformed_last.action_reward) == (0.0, pytest.approx(-0.3))
+    env.reset(TASK)
+    env.step(FIX)
+    submitted = env.step("<tool>submit</tool>")
+    assert (submitted.reward, submitted.action_reward) == (1.0, 0.0)
+    assert CodeRepairEnv().unsubmitted_reward == 0.0
+
+
 def test_out_of_turns_grades_the_file_the_episode_leaves() -> None:
     env = CodeRepairEnv(max_turns=2)
     env.reset(TASK)
@@ -433,6 +454,8 @@ def test_bad_arguments_raise_clear_errors() -> None:
         CodeRepairEnv(timeout_s=0)
     with pytest.raises(ValueError, match="malformed_reward"):
         CodeRepairEnv(malformed_reward=0.5)
+    with pytest.raises(ValueError, match="unsubmitted_reward"):
+        CodeRepairEnv(unsubmitted_reward=-2)
     with pytest.raises(ValueError, match="needs"):
         CodeRepairEnv().reset(Task("t", "p", "a", {"source": "x"}))
     with pytest.raises(RuntimeError, match="reset"):

@@ -15,7 +15,7 @@ REGISTRATION = EnvRegistration(
     demonstrations=demonstrations,
     step_metrics=step_metrics,
     run_report=run_report,
-    reward_options=frozenset({"grade_unsubmitted", "malformed_reward"}),
+    reward_options=frozenset({"grade_unsubmitted", "malformed_reward", "unsubmitted_reward"}),
 )
 
 __all__ = ["REGISTRATION", "CodeRepairEnv", "CodeRepairTaskSource"]

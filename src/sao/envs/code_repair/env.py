@@ -73,6 +73,10 @@ class CodeRepairEnv(TurnLimitedEnvironment):
             refuses: `format_error` set), apart from the outcome: a wasted call costs the user
             of a coding agent, which the outcome alone does not say (`docs/environments.md`);
             0 gives none.
+        unsubmitted_reward: the action reward of the last action of an episode that runs out
+            of turns without a `submit`, apart from the graded outcome: an agent that hits its
+            turn limit did not finish, and spent the user's whole budget on a change nobody
+            tested (`docs/environments.md`); 0 gives none.
     """
 
     name = "code_repair"
@@ -90,6 +94,7 @@ class CodeRepairEnv(TurnLimitedEnvironment):
         reuse_test_runs: bool = True,
         grade_unsubmitted: bool = True,
         malformed_reward: float = -0.1,
+        unsubmitted_reward: float = 0.0,
     ) -> None:
         super().__init__(max_turns)
         for label, value, least in (
@@ -102,8 +107,12 @@ class CodeRepairEnv(TurnLimitedEnvironment):
                 raise ValueError(f"{label}: must be an int >= {least}, got {value!r}")
         if not isinstance(timeout_s, float | int) or not timeout_s > 0:
             raise ValueError(f"timeout_s: must be > 0, got {timeout_s!r}")
-        if not isinstance(malformed_reward, float | int) or not -1.0 <= malformed_reward <= 0.0:
-            raise ValueError(f"malformed_reward: must be in [-1, 0], got {malformed_reward!r}")
+        for label, value in (
+            ("malformed_reward", malformed_reward),
+            ("unsubmitted_reward", unsubmitted_reward),
+        ):
+            if not isinstance(value, float | int) or not -1.0 <= value <= 0.0:
+                raise ValueError(f"{label}: must be in [-1, 0], got {value!r}")
         self.max_output_chars = max_output_chars
         self.max_lines = max_lines
         self.max_line_chars = max_line_chars
@@ -113,6 +122,7 @@ class CodeRepairEnv(TurnLimitedEnvironment):
         self.reuse_test_runs = bool(reuse_test_runs)
         self.grade_unsubmitted = bool(grade_unsubmitted)
         self.malformed_reward = float(malformed_reward)
+        self.unsubmitted_reward = float(unsubmitted_reward)
         self._lines: list[str] = []
         self._events: list[str] = []
         # The file a `test` ran the whole suite on, and whether the suite passed.
@@ -136,8 +146,11 @@ class CodeRepairEnv(TurnLimitedEnvironment):
     def take_turn(self, action_text: str) -> StepResult:
         """Apply one action; see the module docstring for the rules."""
         result = self._apply(action_text)
-        if result.info.get("format_error") and self.malformed_reward:
-            return dataclasses.replace(result, action_reward=self.malformed_reward)
+        action_reward = self.malformed_reward if result.info.get("format_error") else 0.0
+        if result.info.get("end_reason") == END_MAX_TURNS:
+            action_reward += self.unsubmitted_reward
+        if action_reward:
+            return dataclasses.replace(result, action_reward=action_reward)
         return result
 
     def _apply(self, action_text: str) -> StepResult:
