@@ -99,3 +99,34 @@ def test_a_critic_that_knows_each_state_value_makes_lambda_irrelevant(lam):
     submit, stall, _ = _decision_advantages(lam, values)
     assert submit == pytest.approx(PASS_RATE - MEAN_VALUE, abs=1e-6)
     assert stall == pytest.approx(-MEAN_VALUE, abs=1e-6)
+
+
+def _last_turn_advantages(lam: float, unsubmitted: float) -> tuple[float, float]:
+    """At the last turn after a failed test: the command token's advantage for a failing
+    `submit` (reward 0) and for a last `replace` that runs out of turns (reward 0 plus the
+    action reward `unsubmitted`), under the mean critic."""
+    rows = [[(0, OBS), (1, SUBMIT)], [(0, OBS), (1, REPLACE)]]
+    width = OBS + REPLACE
+    mask = torch.tensor([_mask(row, width) for row in rows])
+    rewards = torch.zeros_like(mask)
+    rewards[1, width - 1] = unsubmitted
+    values = torch.full_like(mask, MEAN_VALUE)
+    adv, _ = token_gae(rewards, values, mask, gamma=1.0, lam=lam)
+    return float(adv[0, OBS]), float(adv[1, OBS])
+
+
+def test_an_unsubmitted_reward_reaches_a_long_last_edit_through_lambda():
+    # code_repair's `unsubmitted_reward` lands on the last edit's last token: under lambda 0.95
+    # its command token sees 0.95**29 of it, against 0.95**7 of a failing submit's 0 - c, so the
+    # edit still looks better unless the reward is below -(0.95**-22 - 1) c = -2.09 c.
+    submit, edit = _last_turn_advantages(0.95, -0.1)
+    assert submit == pytest.approx(-MEAN_VALUE * 0.95**7, rel=1e-5)  # -0.13967
+    assert edit == pytest.approx(-0.3 * 0.95**29, rel=1e-5)  # -0.06778
+    assert edit > submit
+    threshold = MEAN_VALUE * (0.95**-22 - 1)  # 0.418
+    assert _last_turn_advantages(0.95, -threshold + 0.01)[1] > submit
+    assert _last_turn_advantages(0.95, -threshold - 0.01)[1] < submit
+    # Monte-Carlo advantages charge the whole reward to every token: any cost ranks the submit
+    # first.
+    submit, edit = _last_turn_advantages(1.0, -0.1)
+    assert (submit, edit) == (pytest.approx(-MEAN_VALUE), pytest.approx(-0.3))
