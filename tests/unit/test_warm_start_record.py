@@ -100,7 +100,7 @@ def test_options_beyond_defaults_keeps_only_what_the_teacher_does_not_use():
 
 
 def test_options_beyond_defaults_leaves_out_options_that_change_only_rewards():
-    reward_only = {"malformed_reward": -0.5, "unsubmitted_reward": 0.0, "grade_unsubmitted": False}
+    reward_only = {"malformed_reward": -0.5, "unsubmitted_reward": -0.1, "grade_unsubmitted": False}
     assert options_beyond_defaults("code_repair", reward_only) == {}
     assert options_beyond_defaults("code_repair", {**reward_only, "max_turns": 3}) == {
         "max_turns": 3
