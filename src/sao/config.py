@@ -138,11 +138,12 @@ class AlgoConfig(_Section):
     gamma: float = Field(1.0, ge=0.0, le=1.0)
     """Discount."""
     lambda_actor: float = Field(0.95, ge=0.0, le=1.0)
-    """GAE lambda for advantages."""
+    """GAE lambda for advantages (unused while `adaptive_lambda_alpha` is set)."""
     lambda_critic: float = Field(1.0, ge=0.0, le=1.0)
     """GAE lambda for value targets (1.0: Monte-Carlo returns)."""
     adaptive_lambda_alpha: float | None = Field(None, gt=0.0)
-    """If set, lambda_actor = 1 - 1/(alpha * L) per trajectory (VAPO's length-adaptive lambda)."""
+    """If set, the advantages' lambda is 1 - 1/(alpha * L) per trajectory of L action tokens
+    (VAPO's length-adaptive lambda; presets `sao` and those "as sao" use the ports' 1.5)."""
     whiten_advantages: bool = False
     """Normalise advantages over the batch's action tokens."""
     agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
@@ -419,11 +420,17 @@ def algorithm_overrides(config: SAOConfig) -> list[str]:
     """
     reference = leaf_items(preset_tree(config.preset))
     actual = leaf_items(config.model_dump(mode="json"))
-    return [
-        f"{key}={actual[key]!r} overrides preset {config.preset}'s {reference[key]!r}"
-        for key in actual
-        if is_algorithm_key(key) and actual[key] != reference.get(key)
-    ]
+    lines = []
+    for key in actual:
+        if is_algorithm_key(key) and actual[key] != reference.get(key):
+            line = f"{key}={actual[key]!r} overrides preset {config.preset}'s {reference[key]!r}"
+            if key == "algo.lambda_actor" and config.algo.adaptive_lambda_alpha is not None:
+                line += (
+                    ", unused while algo.adaptive_lambda_alpha sets lambda per trajectory"
+                    " (add --set algo.adaptive_lambda_alpha=null)"
+                )
+            lines.append(line)
+    return lines
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:

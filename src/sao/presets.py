@@ -47,17 +47,27 @@ _PPO_CLIP = {
     }
 }
 
+# The policy lambda of the public ports (SAO_SPEC sections 5 and 8): `1 - 1/(1.5 L)` per
+# trajectory of L action tokens, so a token's credit for the outcome fades over the trajectory's
+# length rather than over a fixed ~20 tokens (0.95). Every preset "as sao" shares it.
+_SAO_LAMBDA = {"algo": {"adaptive_lambda_alpha": 1.5}}
+
 PRESETS: dict[str, Preset] = {
     "sao": Preset(
-        "1 rollout/prompt, skip-obs token GAE, critic K=2 with frozen attention, DIS", {}
+        "1 rollout/prompt, skip-obs token GAE (lambda 1 - 1/(1.5 L)), critic K=2 with frozen attention, DIS",
+        _SAO_LAMBDA,
     ),
     "sao_mc": Preset(
         "as sao, Monte-Carlo actor advantages R - V(s_t) (algo.lambda_actor=1)",
         {"algo": {"lambda_actor": 1.0}},
     ),
+    "sao_lambda095": Preset(
+        "as sao, fixed policy lambda 0.95 (SAO_SPEC section 5's default)",
+        {"algo": {"adaptive_lambda_alpha": None, "lambda_actor": 0.95}},
+    ),
     "sao_mb4": Preset(
         "as sao, DIS in 4 mini-batch updates per batch (as many optimizer steps as grpo takes)",
-        {"algo": {"dis_minibatches": 4}},
+        deep_merge(_SAO_LAMBDA, {"algo": {"dis_minibatches": 4}}),
     ),
     "grpo": Preset(
         "G=8 with group barrier, group-normalised advantage, PPO clip in 4 mini-batches vs the learner's old log-probs",
@@ -68,19 +78,21 @@ PRESETS: dict[str, Preset] = {
         deep_merge(_GROUP, _CRITIC_OFF),
     ),
     "vapo_nodis": Preset(
-        "as sao, but PPO clip in 4 mini-batches vs the learner's old log-probs", _PPO_CLIP
+        "as sao, but PPO clip in 4 mini-batches vs the learner's old log-probs",
+        deep_merge(_SAO_LAMBDA, _PPO_CLIP),
     ),
     "running_mean": Preset(
         "1 rollout/prompt, R - mean(last W rewards), DIS",
         deep_merge(_CRITIC_OFF, {"algo": {"advantage": "running_mean"}}),
     ),
-    "sao_k1": Preset("as sao, critic K=1", {"critic": {"k_updates": 1}}),
+    "sao_k1": Preset("as sao, critic K=1", deep_merge(_SAO_LAMBDA, {"critic": {"k_updates": 1}})),
     "sao_fixed_critic": Preset(
         "as sao, critic K=0: values as value pretraining left them, never updated online",
-        {"critic": {"k_updates": 0}},
+        deep_merge(_SAO_LAMBDA, {"critic": {"k_updates": 0}}),
     ),
     "sao_full_critic": Preset(
-        "as sao, no frozen attention in the critic", {"critic": {"freeze": ["none"]}}
+        "as sao, no frozen attention in the critic",
+        deep_merge(_SAO_LAMBDA, {"critic": {"freeze": ["none"]}}),
     ),
     "sao_step_mean": Preset(
         "as sao, step-level GAE, step value = mean of token values",

@@ -61,7 +61,8 @@ def test_sft_overrides_reach_the_sft_config(monkeypatch, tmp_path):
     assert seen["config"].micro_batch_tokens == 2048 and seen["config"].steps == 7
     assert seen["config"].batch_size == 32  # code_repair's packaged sft section still applies
     assert seen["model_path"] is None  # the tiny default
-    assert seen["env_options"] == {"max_output_chars": 400, "timeout_s": 2.0}  # code_repair.yaml
+    packaged = {"max_output_chars": 400, "timeout_s": 2.0, "unsubmitted_reward": -0.1}
+    assert seen["env_options"] == packaged  # code_repair.yaml
     model = _fake_policy(tmp_path / "mine")
     assert main([*argv, "--set", f"model.path={model}"]) == 0
     assert seen["model_path"] == str(model)
@@ -109,8 +110,11 @@ def test_a_preset_is_the_same_algorithm_on_every_environment(capsys, preset):
 
 def test_sao_on_code_repair_runs_skip_observation_gae_and_sao_mc_is_monte_carlo():
     sao = load_config("sao", overrides=["env.name=code_repair"])
-    assert (sao.algo.advantage, sao.algo.lambda_actor) == ("token_gae", 0.95)
-    assert load_config("sao_mc", overrides=["env.name=code_repair"]).algo.lambda_actor == 1.0
+    assert (sao.algo.advantage, sao.algo.adaptive_lambda_alpha) == ("token_gae", 1.5)
+    mc = load_config("sao_mc", overrides=["env.name=code_repair"]).algo
+    assert (mc.lambda_actor, mc.adaptive_lambda_alpha) == (1.0, None)
+    fixed = load_config("sao_lambda095", overrides=["env.name=code_repair"]).algo
+    assert (fixed.lambda_actor, fixed.adaptive_lambda_alpha) == (0.95, None)
 
 
 def test_an_algorithm_override_is_named_on_stderr(capsys):
@@ -124,7 +128,8 @@ def test_presets_lists_each_preset_with_its_description(capsys):
     assert main(["presets"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == list(PRESETS)
-    assert lines[1].split(maxsplit=1)[1] == PRESETS["sao_mc"].description
+    assert lines[1].split(maxsplit=1)[1] == PRESETS[lines[1].split()[0]].description
+    assert lines[0].split(maxsplit=1)[1] == PRESETS["sao"].description
 
 
 def _fake_policy(path):

@@ -49,7 +49,9 @@ def test_defaults_are_sao():
             {"rollout.group_size": 1, "algo.policy_loss": "ppo_clip", "critic.enabled": True},
         ),
         ("running_mean", {"algo.advantage": "running_mean", "critic.enabled": False}),
-        ("sao_mc", {"algo.lambda_actor": 1.0, "algo.advantage": "token_gae"}),
+        ("sao", {"algo.adaptive_lambda_alpha": 1.5, "algo.advantage": "token_gae"}),
+        ("sao_mc", {"algo.lambda_actor": 1.0, "algo.adaptive_lambda_alpha": None}),
+        ("sao_lambda095", {"algo.lambda_actor": 0.95, "algo.adaptive_lambda_alpha": None}),
         ("sao_mb4", {"algo.dis_minibatches": 4, "algo.policy_loss": "dis"}),
         ("sao_k1", {"critic.k_updates": 1}),
         ("sao_fixed_critic", {"critic.k_updates": 0, "critic.enabled": True}),
@@ -161,7 +163,9 @@ def test_algorithm_overrides_name_each_setting_the_preset_did_not_set(tmp_path):
     path.write_text("critic:\n  k_updates: 3\n  pretrain:\n    max_steps: 5\n")
     cfg = load_config("sao_k1", path, ["algo.lambda_actor=1.0", "train.steps=3"])
     assert algorithm_overrides(cfg) == [
-        "algo.lambda_actor=1.0 overrides preset sao_k1's 0.95",
+        "algo.lambda_actor=1.0 overrides preset sao_k1's 0.95, unused while"
+        " algo.adaptive_lambda_alpha sets lambda per trajectory"
+        " (add --set algo.adaptive_lambda_alpha=null)",
         "critic.k_updates=3 overrides preset sao_k1's 1",
     ]
 
@@ -197,3 +201,11 @@ def test_a_file_naming_a_preset_gets_that_presets_settings_and_a_conflict_is_ref
     with pytest.raises(ConfigError, match="'sao_mb4' was asked for but .* names 'grpo'"):
         load_config("sao_mb4", path)
     assert load_config(overrides=["preset=sao_mc"]).algo.lambda_actor == 1.0
+
+
+def test_a_fixed_lambda_on_sao_needs_the_adaptive_one_off():
+    cfg = load_config("sao", overrides=["algo.adaptive_lambda_alpha=null", "algo.lambda_actor=0.9"])
+    assert algorithm_overrides(cfg) == [
+        "algo.lambda_actor=0.9 overrides preset sao's 0.95",
+        "algo.adaptive_lambda_alpha=None overrides preset sao's 1.5",
+    ]
