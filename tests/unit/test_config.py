@@ -209,3 +209,15 @@ def test_a_fixed_lambda_on_sao_needs_the_adaptive_one_off():
         "algo.lambda_actor=0.9 overrides preset sao's 0.95",
         "algo.adaptive_lambda_alpha=None overrides preset sao's 1.5",
     ]
+
+
+@pytest.mark.parametrize(
+    "preset", ["sao_mb4", "vapo_nodis", "sao_k1", "sao_fixed_critic", "sao_full_critic"]
+)
+def test_a_preset_as_sao_shares_its_policy_lambda(preset):
+    sao = load_config("sao").algo
+    algo = load_config(preset).algo
+    assert (algo.adaptive_lambda_alpha, algo.lambda_actor) == (
+        sao.adaptive_lambda_alpha,
+        sao.lambda_actor,
+    )
