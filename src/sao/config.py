@@ -333,7 +333,11 @@ class SAOConfig(_Section):
         if self.algo.advantage in ("token_gae", "step_gae") and not self.critic.enabled:
             raise ValueError("algo.advantage: GAE needs a critic (critic.enabled=true)")
         if self.algo.adaptive_lambda_alpha is not None and self.algo.advantage != "token_gae":
-            raise ValueError("algo.adaptive_lambda_alpha: only token_gae uses a per-token lambda")
+            raise ValueError(
+                f"algo.adaptive_lambda_alpha: {self.algo.adaptive_lambda_alpha} is a per-token"
+                f" lambda, which only algo.advantage token_gae uses, not {self.algo.advantage}"
+                " (add --set algo.adaptive_lambda_alpha=null, or take that advantage's preset)"
+            )
         if self.algo.policy_loss == "dis" and (
             self.algo.ppo_minibatches is not None or self.algo.ppo_epochs is not None
         ):

@@ -63,6 +63,7 @@ def test_a_failing_rank_stops_the_call_with_its_error(tiny_policy_dir):
         "train.learner_ranks=2",
         "critic.enabled=false",
         "algo.advantage=running_mean",
+        "algo.adaptive_lambda_alpha=null",
     )
     learner = LearnerRanks(policy, config, None, tokenizer.pad_token_id)
     try:
