@@ -61,7 +61,7 @@ def test_sft_overrides_reach_the_sft_config(monkeypatch, tmp_path):
     assert seen["config"].micro_batch_tokens == 2048 and seen["config"].steps == 7
     assert seen["config"].batch_size == 32  # code_repair's packaged sft section still applies
     assert seen["model_path"] is None  # the tiny default
-    packaged = {"max_output_chars": 400, "timeout_s": 2.0, "unsubmitted_reward": -0.1}
+    packaged = {"max_output_chars": 400, "timeout_s": 2.0, "unsubmitted_reward": -0.2}
     assert seen["env_options"] == packaged  # code_repair.yaml
     model = _fake_policy(tmp_path / "mine")
     assert main([*argv, "--set", f"model.path={model}"]) == 0
