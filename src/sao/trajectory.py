@@ -178,6 +178,13 @@ class Batch:
     def padding_frac(self) -> float:
         return 1.0 - float(self.attention_mask.float().mean())
 
+    @property
+    def episode_returns(self) -> torch.Tensor:
+        """`[B]` every reward of each row summed, the outcome and its turn rewards: what a
+        sequence-level advantage (group, running mean) compares, so an environment's action
+        rewards reach those presets as they reach GAE."""
+        return self.rewards.sum(dim=1)
+
 
 def collate(trajectories: Sequence[Trajectory], pad_token_id: int = 0) -> Batch:
     """Stack trajectories into right-padded batch tensors the core functions take."""

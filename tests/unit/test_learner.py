@@ -277,6 +277,31 @@ def test_grpo_loss_is_minus_the_token_mean_of_group_advantages():
     assert metrics["actor/pg_clipfrac"] == 0.0
 
 
+@pytest.mark.parametrize("preset", ["grpo_dis", "running_mean"])
+def test_sequence_level_advantages_see_the_turn_rewards(preset: str):
+    policy = moe_policy()
+    same = [
+        Trajectory(**{**t.to_dict(), "reward": 1.0})
+        for t in make_trajectories(policy, 4, group_size=4)
+    ]
+    # Equal outcomes: a group (or a first step's running mean of 1s) leaves nothing to learn,
+    # until one trajectory's second turn carries an action reward.
+    costed = [Trajectory(**{**same[0].to_dict(), "turn_rewards": (0.0, -0.2)}), *same[1:]]
+    counts = [t.num_action_tokens for t in same]
+    flat = Learner(policy, load_config(preset)).step(same)
+    moved = Learner(policy, load_config(preset)).step(costed)
+    if preset == "grpo_dis":
+        assert flat["actor/grad_norm"] == 0.0
+        assert moved["actor/grad_norm"] > 0.0
+        # Returns 0.8, 1, 1, 1 against their mean 0.95, over the std 0.1: -1.5, then 0.5 each.
+        advantages = [-1.5, 0.5, 0.5, 0.5]
+    else:
+        # No history yet: the advantage is the return itself.
+        advantages = [0.8, 1.0, 1.0, 1.0]
+    expected = sum(a * c for a, c in zip(advantages, counts, strict=True)) / sum(counts)
+    assert moved["actor/advantage_mean"] == pytest.approx(expected, rel=1e-4)
+
+
 def test_group_ids_come_from_metadata_and_must_be_present():
     trajectories = make_trajectories(moe_policy(), 3)
     relabelled = [

@@ -79,6 +79,8 @@ def test_collate_pads_right_and_places_rewards():
     # Turn reward 0.5 on the first turn's last token, outcome 1.0 on the last action token.
     assert batch.rewards.tolist() == [[0, 0, 0.5, 0, 1.0], [0, 0, 0, 0, 0]]
     assert batch.scores.tolist() == [1.0, 0.0]
+    # Sequence-level advantages compare the outcome and the turn rewards together.
+    assert batch.episode_returns.tolist() == [1.5, 0.0]
     assert batch.padding_frac == pytest.approx(0.2)
     assert torch.equal(batch.rollout_logprobs[1], torch.tensor([0.0, -0.1, -0.2, 0.0, 0.0]))
     with pytest.raises(ValueError, match="no trajectories"):

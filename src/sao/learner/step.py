@@ -256,8 +256,9 @@ class Learner:
 
         Targets use `lambda_critic`; advantages use `lambda_actor` (or the length-adaptive lambda,
         which applies to token GAE only: step GAE's lambda is one number per batch). GAE reads
-        each row alone; group and running-mean advantages read the scores of the `whole` batch
-        (and the running mean moves once per step, on every rank alike).
+        each row alone; group and running-mean advantages read the episode returns (outcome plus
+        turn rewards) of the `whole` batch (and the running mean moves once per step, on every
+        rank alike).
         """
         algo, mask = self.config.algo, batch.action_mask
         returns = None
@@ -280,10 +281,10 @@ class Learner:
             )
         else:
             if algo.advantage == "group":
-                scores = group_advantages(whole.scores, group_id_tensor(trajectories))
+                scores = group_advantages(whole.episode_returns, group_id_tensor(trajectories))
             else:
                 assert self.baseline is not None
-                scores = self.baseline.advantages(whole.scores)
+                scores = self.baseline.advantages(whole.episode_returns)
             mine = scores[torch.tensor(share.rows, dtype=torch.long)].to(mask.device)
             advantages = broadcast_to_tokens(mine, mask)
         return advantages, returns
