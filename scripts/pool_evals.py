@@ -1,0 +1,88 @@
+"""Pool `sao eval --baseline ... --json FILE` results of several seeds on the same held-out tasks.
+
+Every policy of a preset is scored on the same tasks (the same `--n` and `--seed`), so the seeds
+are not independent samples of tasks: the pooled gain averages each task's paired difference over
+the seeds first, and the interval is over tasks. Each group is `LABEL=EVAL_JSON[,EVAL_JSON...]`:
+
+python scripts/pool_evals.py grpo=runs/cr_grpo128fix/s0/eval400.json,runs/cr_grpo128fix/s1/eval400.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def load_eval(path: Path) -> dict[str, Any]:
+    """One `sao eval --json` result; it must hold a baseline scored on the same tasks."""
+    try:
+        result = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise SystemExit(f"{path}: cannot read an eval result ({err})") from None
+    if "baseline" not in result:
+        raise SystemExit(f"{path}: no baseline in this eval (run `sao eval` with --baseline)")
+    return result
+
+
+def pooled_gain(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean over tasks of each task's (model - baseline) score averaged over the results, with a
+    95% interval over tasks."""
+    lengths = {len(r["task_scores"]) for r in results}
+    if len(lengths) != 1:
+        raise SystemExit(f"evals cover different numbers of tasks: {sorted(lengths)}")
+    n = lengths.pop()
+    if n < 2:
+        raise SystemExit(f"need at least 2 tasks to form an interval, got {n}")
+    per_task = [
+        sum(r["task_scores"][i] - r["baseline"]["task_scores"][i] for r in results) / len(results)
+        for i in range(n)
+    ]
+    mean = sum(per_task) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in per_task) / (n - 1))
+    half = 1.96 * sd / math.sqrt(n)
+    return {"difference": mean, "difference_ci95": [mean - half, mean + half], "n": n}
+
+
+def row(label: str, paths: list[Path]) -> str:
+    """One markdown row: per-seed paired gains, the pooled gain, accuracies, format errors and
+    episodes that hit the turn limit."""
+    results = [load_eval(p) for p in paths]
+    pooled = pooled_gain(results)
+    low, high = pooled["difference_ci95"]
+    per_seed = ", ".join(f"{r['paired_difference']['difference']:+.3f}" for r in results)
+    accuracy = ", ".join(f"{r['accuracy']:.3f}" for r in results)
+    baseline = ", ".join(f"{r['baseline']['accuracy']:.3f}" for r in results)
+    formats = ", ".join(f"{r['format_error_rate']:.3f}" for r in results)
+    turn_limit = ", ".join(str(r["end_reasons"].get("max_turns", 0)) for r in results)
+    episodes = results[0]["n"] * results[0].get("samples", 1)
+    return (
+        f"| `{label}` | {len(results)} | {baseline} | {accuracy} | {per_seed} | "
+        f"**{pooled['difference']:+.3f}** ({low:+.3f}, {high:+.3f}), {pooled['n']} tasks | "
+        f"{formats} | {turn_limit} of {episodes} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("groups", nargs="+", help="LABEL=EVAL_JSON[,EVAL_JSON...]")
+    args = parser.parse_args()
+    groups = []
+    for group in args.groups:
+        label, sep, paths = group.partition("=")
+        if not sep or not paths:
+            raise SystemExit(f"expected LABEL=EVAL_JSON[,EVAL_JSON...], got {group!r}")
+        groups.append((label, [Path(p) for p in paths.split(",")]))
+    rows = [row(label, paths) for label, paths in groups]
+    print(
+        "| preset | seeds | baseline pass@1 | pass@1 | paired gain per seed | pooled paired gain "
+        "(95% CI) | format errors | episodes at the turn limit |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""scripts/pool_evals.py: one gain over seeds scored on the same held-out tasks."""
+
+import json
+
+import pytest
+
+from repo_scripts import load_script
+
+pool_evals = load_script("pool_evals")
+
+
+def _eval(model: list[float], baseline: list[float]) -> dict:
+    return {
+        "accuracy": sum(model) / len(model),
+        "task_scores": model,
+        "format_error_rate": 0.0,
+        "end_reasons": {"answer": len(model)},
+        "n": len(model),
+        "samples": 1,
+        "baseline": {"accuracy": sum(baseline) / len(baseline), "task_scores": baseline},
+        "paired_difference": {"difference": (sum(model) - sum(baseline)) / len(model)},
+    }
+
+
+def test_seeds_are_averaged_per_task_before_the_interval():
+    baseline = [0.0, 0.0, 1.0, 1.0]
+    first = _eval([1.0, 0.0, 1.0, 1.0], baseline)
+    second = _eval([1.0, 1.0, 1.0, 0.0], baseline)
+    pooled = pool_evals.pooled_gain([first, second])
+    assert pooled["n"] == 4
+    # Per task: (1 + 1) / 2, (0 + 1) / 2, 0, (0 - 1) / 2 -> mean 0.25.
+    assert pooled["difference"] == pytest.approx(0.25)
+    low, high = pooled["difference_ci95"]
+    assert low < 0.25 < high
+
+
+def test_evals_on_different_task_counts_are_refused():
+    with pytest.raises(SystemExit, match="different numbers of tasks"):
+        pool_evals.pooled_gain([_eval([1.0, 0.0], [0.0, 0.0]), _eval([1.0], [0.0])])
+
+
+def test_an_eval_without_a_baseline_is_named(tmp_path):
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps({"accuracy": 0.5, "task_scores": [0.5]}))
+    with pytest.raises(SystemExit, match="no baseline"):
+        pool_evals.load_eval(path)
