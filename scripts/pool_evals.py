@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
+
+from sao.evaluation import paired_difference
 
 
 def load_eval(path: Path) -> dict[str, Any]:
@@ -28,22 +29,23 @@ def load_eval(path: Path) -> dict[str, Any]:
 
 
 def pooled_gain(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean over tasks of each task's (model - baseline) score averaged over the results, with a
-    95% interval over tasks."""
-    lengths = {len(r["task_scores"]) for r in results}
+    """`sao.evaluation.paired_difference` of each task's score averaged over the results against
+    its baseline score averaged the same way: the interval is over tasks, not seeds x tasks."""
+    lengths = {len(r["task_scores"]) for r in results} | {
+        len(r["baseline"]["task_scores"]) for r in results
+    }
     if len(lengths) != 1:
         raise SystemExit(f"evals cover different numbers of tasks: {sorted(lengths)}")
-    n = lengths.pop()
-    if n < 2:
-        raise SystemExit(f"need at least 2 tasks to form an interval, got {n}")
-    per_task = [
-        sum(r["task_scores"][i] - r["baseline"]["task_scores"][i] for r in results) / len(results)
-        for i in range(n)
-    ]
-    mean = sum(per_task) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in per_task) / (n - 1))
-    half = 1.96 * sd / math.sqrt(n)
-    return {"difference": mean, "difference_ci95": [mean - half, mean + half], "n": n}
+
+    def averaged(scores: list[list[float]]) -> list[float]:
+        return [sum(task) / len(task) for task in zip(*scores, strict=True)]
+
+    model = averaged([r["task_scores"] for r in results])
+    baseline = averaged([r["baseline"]["task_scores"] for r in results])
+    try:
+        return paired_difference(model, baseline)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
 
 
 def row(label: str, paths: list[Path]) -> str:
