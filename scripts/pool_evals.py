@@ -5,6 +5,10 @@ are not independent samples of tasks: the pooled gain averages each task's paire
 the seeds first, and the interval is over tasks. Each group is `LABEL=EVAL_JSON[,EVAL_JSON...]`:
 
 python scripts/pool_evals.py grpo=runs/cr_grpo128fix/s0/eval400.json,runs/cr_grpo128fix/s1/eval400.json
+
+`--versus A B` also prints group A's pooled pass@1 minus group B's on the same tasks (both groups
+scored with the same `--n` and `--seed`): each task's score is averaged over a group's seeds, so
+the interval is over tasks and does not count how much training runs differ from seed to seed.
 """
 
 from __future__ import annotations
@@ -48,6 +52,24 @@ def pooled_gain(results: list[dict[str, Any]]) -> dict[str, Any]:
         raise SystemExit(str(err)) from None
 
 
+def preset_difference(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> dict[str, Any]:
+    """`sao.evaluation.paired_difference` of the first group's per-task pass@1 (averaged over its
+    seeds) against the second's, on the same held-out tasks."""
+    lengths = {len(r["task_scores"]) for r in first + second}
+    if len(lengths) != 1:
+        raise SystemExit(f"evals cover different numbers of tasks: {sorted(lengths)}")
+
+    def averaged(results: list[dict[str, Any]]) -> list[float]:
+        return [
+            sum(task) / len(task) for task in zip(*(r["task_scores"] for r in results), strict=True)
+        ]
+
+    try:
+        return paired_difference(averaged(first), averaged(second))
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+
+
 def row(label: str, paths: list[Path]) -> str:
     """One markdown row: per-seed paired gains, the pooled gain, accuracies, format errors and
     episodes that hit the turn limit."""
@@ -70,6 +92,14 @@ def row(label: str, paths: list[Path]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("groups", nargs="+", help="LABEL=EVAL_JSON[,EVAL_JSON...]")
+    parser.add_argument(
+        "--versus",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("A", "B"),
+        help="also print group A's pass@1 minus group B's on the same tasks (repeatable)",
+    )
     args = parser.parse_args()
     groups = []
     for group in args.groups:
@@ -77,6 +107,11 @@ def main() -> None:
         if not sep or not paths:
             raise SystemExit(f"expected LABEL=EVAL_JSON[,EVAL_JSON...], got {group!r}")
         groups.append((label, [Path(p) for p in paths.split(",")]))
+    labels = dict(groups)
+    for pair in args.versus:
+        missing = [label for label in pair if label not in labels]
+        if missing:
+            raise SystemExit(f"--versus: no group labelled {missing[0]!r} (have {sorted(labels)})")
     rows = [row(label, paths) for label, paths in groups]
     print(
         "| preset | seeds | baseline pass@1 | pass@1 | paired gain per seed | pooled paired gain "
@@ -84,6 +119,15 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
+    for first, second in args.versus:
+        diff = preset_difference(
+            [load_eval(p) for p in labels[first]], [load_eval(p) for p in labels[second]]
+        )
+        low, high = diff["difference_ci95"]
+        print(
+            f"`{first}` - `{second}`, same tasks: {diff['difference']:+.3f} "
+            f"({low:+.3f}, {high:+.3f}), {diff['n']} tasks"
+        )
 
 
 if __name__ == "__main__":

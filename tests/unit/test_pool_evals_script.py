@@ -44,3 +44,21 @@ def test_an_eval_without_a_baseline_is_named(tmp_path):
     path.write_text(json.dumps({"accuracy": 0.5, "task_scores": [0.5]}))
     with pytest.raises(SystemExit, match="no baseline"):
         pool_evals.load_eval(path)
+
+
+def test_two_groups_are_compared_task_by_task():
+    baseline = [0.0, 0.0, 0.0, 0.0]
+    first = [_eval([1.0, 1.0, 0.0, 0.0], baseline), _eval([1.0, 0.0, 0.0, 0.0], baseline)]
+    second = [_eval([0.0, 1.0, 0.0, 1.0], baseline)]
+    diff = pool_evals.preset_difference(first, second)
+    # Per task: 1 - 0, 0.5 - 1, 0 - 0, 0 - 1 -> mean -0.125.
+    assert diff["n"] == 4
+    assert diff["difference"] == pytest.approx(-0.125)
+
+
+def test_versus_names_a_missing_group(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps(_eval([1.0, 0.0], [0.0, 0.0])))
+    monkeypatch.setattr("sys.argv", ["pool_evals", f"a={path}", "--versus", "a", "b"])
+    with pytest.raises(SystemExit, match="no group labelled 'b'"):
+        pool_evals.main()
