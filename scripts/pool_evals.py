@@ -32,42 +32,34 @@ def load_eval(path: Path) -> dict[str, Any]:
     return result
 
 
-def pooled_gain(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """`sao.evaluation.paired_difference` of each task's score averaged over the results against
-    its baseline score averaged the same way: the interval is over tasks, not seeds x tasks."""
-    lengths = {len(r["task_scores"]) for r in results} | {
-        len(r["baseline"]["task_scores"]) for r in results
-    }
+def _paired_task_means(model: list[list[float]], reference: list[list[float]]) -> dict[str, Any]:
+    """`sao.evaluation.paired_difference` of each task's score averaged over the `model` score
+    lists against the same average over the `reference` lists: the interval is over tasks."""
+    lengths = {len(scores) for scores in model + reference}
     if len(lengths) != 1:
         raise SystemExit(f"evals cover different numbers of tasks: {sorted(lengths)}")
 
     def averaged(scores: list[list[float]]) -> list[float]:
         return [sum(task) / len(task) for task in zip(*scores, strict=True)]
 
-    model = averaged([r["task_scores"] for r in results])
-    baseline = averaged([r["baseline"]["task_scores"] for r in results])
     try:
-        return paired_difference(model, baseline)
+        return paired_difference(averaged(model), averaged(reference))
     except ValueError as err:
         raise SystemExit(str(err)) from None
+
+
+def pooled_gain(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each task's score averaged over the results against its baseline score averaged the same
+    way: the interval is over tasks, not seeds x tasks."""
+    return _paired_task_means(
+        [r["task_scores"] for r in results], [r["baseline"]["task_scores"] for r in results]
+    )
 
 
 def preset_difference(first: list[dict[str, Any]], second: list[dict[str, Any]]) -> dict[str, Any]:
-    """`sao.evaluation.paired_difference` of the first group's per-task pass@1 (averaged over its
-    seeds) against the second's, on the same held-out tasks."""
-    lengths = {len(r["task_scores"]) for r in first + second}
-    if len(lengths) != 1:
-        raise SystemExit(f"evals cover different numbers of tasks: {sorted(lengths)}")
-
-    def averaged(results: list[dict[str, Any]]) -> list[float]:
-        return [
-            sum(task) / len(task) for task in zip(*(r["task_scores"] for r in results), strict=True)
-        ]
-
-    try:
-        return paired_difference(averaged(first), averaged(second))
-    except ValueError as err:
-        raise SystemExit(str(err)) from None
+    """The first group's per-task pass@1 (averaged over its seeds) against the second's, on the
+    same held-out tasks."""
+    return _paired_task_means([r["task_scores"] for r in first], [r["task_scores"] for r in second])
 
 
 def row(label: str, paths: list[Path]) -> str:
