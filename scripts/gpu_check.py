@@ -2,6 +2,7 @@
 
     python scripts/gpu_check.py build-model OUT [--toy]
     python scripts/gpu_check.py learner MODEL --device cuda [--kernels auto|eager] [--toy]
+                                [--profile N]   (then the N ops that took the most device time)
     python scripts/gpu_check.py fsdp            (under torchrun: one rank per GPU, or gloo on CPU)
     python scripts/gpu_check.py engine-row JSON
     python scripts/gpu_check.py train-row RUN_DIR SECONDS
@@ -19,6 +20,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # Dense bf16 tensor-core peaks (FLOP/s) by device-name fragment, from the vendors' data sheets.
@@ -159,12 +161,26 @@ def learner_step(args: argparse.Namespace) -> None:
         else ""
     )
     kernels = running_kernels(learner.policy)
+    if args.profile:
+        print_profile(lambda: learner.step(batch), device, args.profile)
     row(
         f"learner_{args.kernels}",
         f"{tokens / seconds:,.0f} trained tokens/s, {share} ({seqs}x{width} tokens, "
         f"{seconds:.2f} s/step{memory}; attention {kernels.attention}, experts "
         f"{kernels.experts}; pg_loss {metrics['actor/pg_loss']:.4f})",
     )
+
+
+def print_profile(step: Callable[[], object], device: object, top: int) -> None:
+    """One more step under torch.profiler; the `top` ops by their own time on the device."""
+    from torch.profiler import ProfilerActivity, profile
+
+    on_cuda = getattr(device, "type", "cpu") == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+    with profile(activities=activities) as prof:
+        step()
+    sort = "self_cuda_time_total" if on_cuda else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=sort, row_limit=top), flush=True)
 
 
 def _device_name(device: object) -> str:
@@ -284,6 +300,7 @@ def main() -> None:
     p.add_argument("--device", default="cuda")
     p.add_argument("--kernels", choices=["auto", "eager"], default="auto")
     p.add_argument("--toy", action="store_true")
+    p.add_argument("--profile", type=int, default=0, metavar="N")
     p = sub.add_parser("fsdp")
     p.add_argument("--cpu", action="store_true")
     p = sub.add_parser("engine-row")

@@ -20,7 +20,7 @@
 #   train_vllm    where vllm imports: `sao train` on the 337M model with rollout.engine=vllm
 #   train_default `sao train` with the defaults on cuda (toy: `--quick`, 2 steps): wall time and
 #                 held-out accuracy before and after; it gets what is left of GPU_CHECK_BUDGET_S
-#                 (default 420 s) so the whole check stays under 8 minutes on one GPU
+#                 (default 480 s) so the whole check takes about 8 minutes on one GPU
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +32,7 @@ if [ "${1:-}" = "--cpu" ]; then
 fi
 WORK=${1:-/tmp/sao_gpu_check$([ "$CPU" = 1 ] && echo _cpu)}
 PY=${PYTHON:-python3}
-BUDGET=${GPU_CHECK_BUDGET_S:-420}
+BUDGET=${GPU_CHECK_BUDGET_S:-480}
 export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
 MODEL="$WORK/model"
 RESULTS="$WORK/results.tsv"
