@@ -15,13 +15,17 @@ the built-in engine and `generate` there (vLLM places its model itself).
 
     python benchmarks/engine_throughput.py [--engines builtin[,vllm]] [--requests 96]
         [--batch 32] [--repeats 2] [--precision fp32|bf16] [--model PATH] [--device cpu|cuda]
-        [--json PATH]
+        [--json PATH] [--profile N]
+
+`--profile N` then runs the built-in engine once more on the first `--batch` requests under
+torch's profiler and prints its N costliest ops (by device time on a GPU).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import math
 import random
@@ -33,6 +37,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.models import build_tiny_policy, build_tokenizer
 from sao.models.policy import load_policy
+from sao.profiling import profile_table
 from sao.rollout.engine import PRECISIONS
 from sao.rollout.factory import make_engine
 from sao.rollout.interface import ENGINE_NAMES, InferenceEngine
@@ -138,6 +143,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--model", default=None, help="a saved causal LM (default: tiny policy)")
     parser.add_argument("--device", default="cpu", help="device of the built-in engine, generate")
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="top N ops, profiled")
     args = parser.parse_args()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -206,6 +212,12 @@ def main() -> None:
         print(f"{key:>22}: {value:.2f}" if isinstance(value, float) else f"{key:>22}: {value}")
     if args.json is not None:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    if args.profile and "builtin" in built:
+        head = args.batch
+        run = functools.partial(
+            run_engine, built["builtin"], prompts[:head], lengths[:head], "profile-"
+        )
+        print(profile_table(run, torch.device(args.device), args.profile))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 # Dense bf16 tensor-core peaks (FLOP/s) by device-name fragment, from the vendors' data sheets.
@@ -93,6 +92,7 @@ def learner_step(args: argparse.Namespace) -> None:
     from sao.models.critic import ValueModel
     from sao.models.kernels import running_kernels
     from sao.models.policy import load_policy, token_logprobs
+    from sao.profiling import profile_table
     from sao.trajectory import Trajectory
 
     device = torch.device(args.device)
@@ -162,25 +162,13 @@ def learner_step(args: argparse.Namespace) -> None:
     )
     kernels = running_kernels(learner.policy)
     if args.profile:
-        print_profile(lambda: learner.step(batch), device, args.profile)
+        print(profile_table(lambda: learner.step(batch), device, args.profile), flush=True)
     row(
         f"learner_{args.kernels}",
         f"{tokens / seconds:,.0f} trained tokens/s, {share} ({seqs}x{width} tokens, "
         f"{seconds:.2f} s/step{memory}; attention {kernels.attention}, experts "
         f"{kernels.experts}; pg_loss {metrics['actor/pg_loss']:.4f})",
     )
-
-
-def print_profile(step: Callable[[], object], device: object, top: int) -> None:
-    """One more step under torch.profiler; the `top` ops by their own time on the device."""
-    from torch.profiler import ProfilerActivity, profile
-
-    on_cuda = getattr(device, "type", "cpu") == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
-    with profile(activities=activities) as prof:
-        step()
-    sort = "self_cuda_time_total" if on_cuda else "self_cpu_time_total"
-    print(prof.key_averages().table(sort_by=sort, row_limit=top), flush=True)
 
 
 def _device_name(device: object) -> str:
