@@ -21,6 +21,8 @@
 #   train_default `sao train` with the defaults on cuda (toy: `--quick`, 2 steps): wall time and
 #                 held-out accuracy before and after; it gets what is left of GPU_CHECK_BUDGET_S
 #                 (default 480 s) so the whole check takes about 8 minutes on one GPU
+# GPU_CHECK_PROFILE=N also prints, in the learner_auto and engine logs, the N ops that took the
+# most device time in one more learner step and one more batch of the engine (off the timings).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,6 +35,7 @@ fi
 WORK=${1:-/tmp/sao_gpu_check$([ "$CPU" = 1 ] && echo _cpu)}
 PY=${PYTHON:-python3}
 BUDGET=${GPU_CHECK_BUDGET_S:-480}
+PROFILE=${GPU_CHECK_PROFILE:-0}
 export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
 MODEL="$WORK/model"
 RESULTS="$WORK/results.tsv"
@@ -116,7 +119,8 @@ engine_bench() {
         sizes=(--requests 64 --batch 32 --median 48 --cap 256)
     fi
     $PY benchmarks/engine_throughput.py --model "$MODEL" --device "$DEV" --precision bf16 \
-        --engines "$engines" --repeats 1 "${sizes[@]}" --json "$WORK/engine.json" || return $?
+        --engines "$engines" --repeats 1 "${sizes[@]}" --json "$WORK/engine.json" \
+        --profile "$PROFILE" || return $?
     $PY scripts/gpu_check.py engine-row "$WORK/engine.json"
 }
 
@@ -130,12 +134,13 @@ conformance_row() {  # the pytest summary line of the conformance log, as the ro
     [ -n "$summary" ] && sed -i "s/^conformance\tPASS\tdone$/conformance\tPASS\t${summary# }/" "$RESULTS"
 }
 
-export PY WORK MODEL DEV CPU HAS_VLLM
+export PY WORK MODEL DEV CPU HAS_VLLM PROFILE
 export -f train_and_row engine_bench conformance
 
 stage model 180 $PY scripts/gpu_check.py build-model "$MODEL" "${TOY[@]}"
 if [ -f "$MODEL/config.json" ]; then
-    stage learner_auto 180 $PY scripts/gpu_check.py learner "$MODEL" --device "$DEV" "${TOY[@]}"
+    stage learner_auto 180 $PY scripts/gpu_check.py learner "$MODEL" --device "$DEV" "${TOY[@]}" \
+        --profile "$PROFILE"
     stage learner_eager 180 $PY scripts/gpu_check.py learner "$MODEL" --device "$DEV" --kernels eager "${TOY[@]}"
     stage engine 240 engine_bench
 else
