@@ -52,6 +52,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -130,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="evaluate RUN_DIR/policy under the run's own config.yaml (--set still applies)",
     )
     ev.add_argument("--model", help="path of a saved policy (default with --run: RUN_DIR/policy)")
+    ev.add_argument(
+        "--step",
+        type=_nonnegative_int,
+        metavar="N",
+        help="with --run: the policy of the run's checkpoint at learner step N "
+        "(RUN_DIR/checkpoints/step_N) instead of its final one",
+    )
     ev.add_argument("--n", type=_positive_int, help="held-out tasks (default: train.eval_n)")
     ev.add_argument(
         "--samples", type=_positive_int, default=1, help="sampled trajectories per task"
@@ -321,11 +338,16 @@ def _sft(args: argparse.Namespace, prog: str) -> int:
 
 def _eval(args: argparse.Namespace, prog: str) -> int:
     extra = [f"rollout.temperature={args.temperature}"] if args.temperature else []
+    checkpoint = None
+    if args.step is not None and (not args.run or args.model):
+        raise ConfigError("--step N needs --run RUN_DIR and no --model (it names a checkpoint)")
     if args.run:
         _refuse_with(args, "--run", "it evaluates under the run's own config.yaml")
         config = load_run_config(args.run, [*args.overrides, *extra])
         _check_config(config, prog)
-        if args.model:
+        if args.step is not None:
+            checkpoint, model = _checkpoint_and_its_model(Path(args.run), args.step, config)
+        elif args.model:
             model = check_policy_dir(args.model, "--model")
         else:
             model = check_policy_dir(Path(args.run) / "policy", "--run")
@@ -348,7 +370,23 @@ def _eval(args: argparse.Namespace, prog: str) -> int:
         seed=config.train.seed if args.seed is None else args.seed,
         samples=args.samples,
         baseline=args.baseline,
+        checkpoint=checkpoint,
     )
+
+
+def _checkpoint_and_its_model(run: Path, step: int, config: SAOConfig) -> tuple[Path, Path]:
+    """The checkpoint directory of `step` in `run`, and a saved model of the same architecture
+    for its weights: the run's final policy, else the policy the run started from."""
+    from sao.runtime.checkpoints import checkpoint_dir
+
+    try:
+        checkpoint = checkpoint_dir(run, step)
+    except ValueError as err:
+        raise ConfigError(f"--step {step}: {err}") from None
+    if (run / "policy" / "config.json").is_file():
+        return checkpoint, check_policy_dir(run / "policy", "--run")
+    start = config.model.path or config.warm_start_dir()
+    return checkpoint, check_policy_dir(start, "the run's starting policy")
 
 
 def _export(args: argparse.Namespace, prog: str) -> int:

@@ -266,12 +266,16 @@ def run_eval_command(
     seed: int,
     samples: int = 1,
     baseline: str | Path | None = None,
+    checkpoint: Path | None = None,
 ) -> int:
     """`sao eval`: score a saved policy (and a baseline) under `config`; print, maybe write JSON.
 
+    With `checkpoint` (a run's `checkpoints/step_N/`), the policy scored is that checkpoint's:
+    `model` then only supplies the architecture and tokenizer its weights load into.
     The caller has checked the paths (`sao.preflight`); nothing here runs before that.
     """
     from sao.models.policy import load_policy
+    from sao.runtime.checkpoints import checkpoint_policy_state
 
     env = config.env.name
     for path in (model, baseline):
@@ -279,11 +283,15 @@ def run_eval_command(
         if warning:
             print(warning, file=sys.stderr)
 
-    def score(path: str | Path) -> dict[str, Any]:
+    def score(path: str | Path, weights: Path | None = None) -> dict[str, Any]:
         policy, tokenizer = load_policy(path)
+        if weights is not None:
+            policy.load_state_dict(checkpoint_policy_state(weights))
         return evaluate(policy, tokenizer, config, n, seed=seed, samples=samples, progress=True)
 
-    result = score(model)
+    result = score(model, checkpoint)
+    if checkpoint is not None:
+        result = {**result, "checkpoint": str(checkpoint)}
     print(_summary_line(env, result))
     if baseline is not None:
         base = score(baseline)

@@ -7,8 +7,10 @@ import torch
 from sao.cli import main
 from sao.config import SFTConfig, load_config, save_config
 from sao.envs.registry import make_demonstrations
-from sao.models.policy import build_tiny_policy
+from sao.models.policy import build_tiny_policy, load_policy
 from sao.models.tokenizer import build_tokenizer
+from sao.runtime.checkpoints import checkpoint_dir, checkpoint_policy_state
+from sao.runtime.train import train
 from sao.warmstart import (
     collate_demonstrations,
     encode_segments,
@@ -16,6 +18,7 @@ from sao.warmstart import (
     train_sft,
     warm_start,
 )
+from small_run import small_config
 
 
 def test_loss_mask_covers_exactly_the_action_tokens():
@@ -105,6 +108,27 @@ def test_sao_eval_run_scores_a_finished_run_under_its_own_config(tmp_path, capsy
     assert "warning" not in capsys.readouterr().err  # the run's own settings: no override
     result = json.loads(report.read_text())
     assert result["n"] == 3 and len(result["task_scores"]) == 3  # train.eval_n of the run
+
+
+def test_sao_eval_step_scores_the_policy_a_checkpoint_holds(tiny_policy_dir, tmp_path):
+    config = small_config(
+        tiny_policy_dir, "train.steps=2", "train.checkpoint_every=1", "train.keep_checkpoints=3"
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    train(config, run, progress=False)
+    save_config(config, run / "config.yaml")  # as `sao train` leaves it
+    start = load_policy(tiny_policy_dir)[0].state_dict()
+    end = load_policy(run / "policy")[0].state_dict()
+    step_0 = checkpoint_policy_state(checkpoint_dir(run, 0))
+    step_2 = checkpoint_policy_state(checkpoint_dir(run, 2))
+    assert all(torch.equal(step_0[k], start[k]) for k in start)
+    assert all(torch.equal(step_2[k], end[k]) for k in end)
+    assert not all(torch.equal(step_0[k], step_2[k]) for k in start)  # it trained in between
+    report = tmp_path / "eval.json"
+    assert main(["eval", "--run", str(run), "--step", "1", "--n", "2", "--json", str(report)]) == 0
+    result = json.loads(report.read_text())
+    assert result["checkpoint"] == str(run / "checkpoints" / "step_1") and result["n"] == 2
 
 
 def test_warm_start_learns_from_given_demonstrations_instead_of_the_teacher(tmp_path, monkeypatch):

@@ -15,13 +15,14 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from sao.durable import atomic_write_text, fsync_dir, strict_dumps
 from sao.faults import pause_point
 from sao.runtime.record import RunRecord
+
+if TYPE_CHECKING:
+    import torch
 
 _PREFIX = "step_"
 
@@ -66,6 +67,8 @@ def save_checkpoint(
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
+    import torch  # here, not above: the CLI checks a run's checkpoints before torch loads
+
     torch.save(learner_state, tmp / "learner.pt")
     with (tmp / "learner.pt").open("rb+") as handle:
         os.fsync(handle.fileno())
@@ -84,6 +87,8 @@ def save_checkpoint(
 
 def load_checkpoint(path: Path) -> tuple[dict[str, Any], RunRecord]:
     """`(learner_state, record)` of one checkpoint directory."""
+    import torch
+
     state = torch.load(path / "learner.pt", weights_only=False)
     if not (path / "record.json").exists() and (path / "bookkeeping.json").exists():
         return state, _record_from_bookkeeping(path / "bookkeeping.json", int(state["version"]))
@@ -120,6 +125,29 @@ def load_latest_checkpoint(run_dir: Path) -> tuple[dict[str, Any], RunRecord] | 
                 file=sys.stderr,
             )
     return None
+
+
+def checkpoint_dir(run_dir: Path, step: int) -> Path:
+    """`RUN_DIR/checkpoints/step_N/` of learner step `step`.
+
+    Raises:
+        ValueError: if the run has no readable-looking checkpoint at that step, naming the steps
+            it has (`train.keep_checkpoints` decides which survive).
+    """
+    path = checkpoint_root(run_dir) / f"{_PREFIX}{step}"
+    if (path / "learner.pt").is_file():
+        return path
+    steps = sorted(checkpoint_steps(run_dir))
+    have = ", ".join(str(s) for s in steps) if steps else "none"
+    raise ValueError(f"{run_dir} has no checkpoint at step {step} (checkpoints kept: {have})")
+
+
+def checkpoint_policy_state(path: Path) -> dict[str, torch.Tensor]:
+    """The policy weights of the checkpoint directory `path` (whole, as an unsharded model's
+    `state_dict`), without its optimizers or critic."""
+    import torch
+
+    return torch.load(path / "learner.pt", weights_only=False, map_location="cpu")["policy"]
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> list[int]:
