@@ -361,7 +361,9 @@ def _eval(args: argparse.Namespace, prog: str) -> int:
     if args.json_path:
         check_output_file(args.json_path, "--json")
     from sao.evaluation import run_eval_command  # torch loads only after every check passed
+    from sao.runtime.checkpoints import checkpoint_policy_state
 
+    weights = checkpoint_policy_state(checkpoint) if checkpoint is not None else None
     return run_eval_command(
         config,
         model,
@@ -370,7 +372,8 @@ def _eval(args: argparse.Namespace, prog: str) -> int:
         seed=config.train.seed if args.seed is None else args.seed,
         samples=args.samples,
         baseline=args.baseline,
-        checkpoint=checkpoint,
+        weights=weights,
+        weights_from=str(checkpoint) if checkpoint is not None else None,
     )
 
 

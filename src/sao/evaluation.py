@@ -266,16 +266,17 @@ def run_eval_command(
     seed: int,
     samples: int = 1,
     baseline: str | Path | None = None,
-    checkpoint: Path | None = None,
+    weights: dict[str, Any] | None = None,
+    weights_from: str | None = None,
 ) -> int:
     """`sao eval`: score a saved policy (and a baseline) under `config`; print, maybe write JSON.
 
-    With `checkpoint` (a run's `checkpoints/step_N/`), the policy scored is that checkpoint's:
-    `model` then only supplies the architecture and tokenizer its weights load into.
-    The caller has checked the paths (`sao.preflight`); nothing here runs before that.
+    With `weights` (a policy `state_dict`, e.g. a run's checkpoint, named by `weights_from` in
+    the result), the policy scored is `model` with those weights: `model` then only supplies
+    the architecture and tokenizer. The caller has checked the paths (`sao.preflight`); nothing
+    here runs before that.
     """
     from sao.models.policy import load_policy
-    from sao.runtime.checkpoints import checkpoint_policy_state
 
     env = config.env.name
     for path in (model, baseline):
@@ -283,15 +284,15 @@ def run_eval_command(
         if warning:
             print(warning, file=sys.stderr)
 
-    def score(path: str | Path, weights: Path | None = None) -> dict[str, Any]:
+    def score(path: str | Path, state: dict[str, Any] | None = None) -> dict[str, Any]:
         policy, tokenizer = load_policy(path)
-        if weights is not None:
-            policy.load_state_dict(checkpoint_policy_state(weights))
+        if state is not None:
+            policy.load_state_dict(state)
         return evaluate(policy, tokenizer, config, n, seed=seed, samples=samples, progress=True)
 
-    result = score(model, checkpoint)
-    if checkpoint is not None:
-        result = {**result, "checkpoint": str(checkpoint)}
+    result = score(model, weights)
+    if weights_from is not None:
+        result = {**result, "weights_from": weights_from}
     print(_summary_line(env, result))
     if baseline is not None:
         base = score(baseline)

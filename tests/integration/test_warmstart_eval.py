@@ -128,7 +128,7 @@ def test_sao_eval_step_scores_the_policy_a_checkpoint_holds(tiny_policy_dir, tmp
     report = tmp_path / "eval.json"
     assert main(["eval", "--run", str(run), "--step", "1", "--n", "2", "--json", str(report)]) == 0
     result = json.loads(report.read_text())
-    assert result["checkpoint"] == str(run / "checkpoints" / "step_1") and result["n"] == 2
+    assert result["weights_from"] == str(run / "checkpoints" / "step_1") and result["n"] == 2
 
 
 def test_warm_start_learns_from_given_demonstrations_instead_of_the_teacher(tmp_path, monkeypatch):
