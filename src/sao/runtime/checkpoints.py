@@ -144,10 +144,8 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
 
 def checkpoint_policy_state(path: Path) -> dict[str, torch.Tensor]:
     """The policy weights of the checkpoint directory `path` (whole, as an unsharded model's
-    `state_dict`), without its optimizers or critic."""
-    import torch
-
-    return torch.load(path / "learner.pt", weights_only=False, map_location="cpu")["policy"]
+    `state_dict`; saved on the CPU by `Learner.state_dict`), without its optimizers or critic."""
+    return load_checkpoint(path)[0]["policy"]
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> list[int]:
