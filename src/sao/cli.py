@@ -197,6 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--budget", choices=["quick", "full"], default="quick", help="run size")
     rep.add_argument("--out", default="runs/reproduce", help="study directory (resumable)")
     rep.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="runs trained at a time, the cores shared among them (default: 1; claims that "
+        "time their runs need 1)",
+    )
+    rep.add_argument(
         "--report-only",
         action="store_true",
         help="run nothing; report what has finished (unfinished claims: 'not run')",
@@ -315,7 +322,12 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
 
         claims = args.claims or list(PAPER_CLAIMS)
         return run_reproduce_command(
-            claims, args.seeds, args.budget, args.out, report_only=args.report_only
+            claims,
+            args.seeds,
+            args.budget,
+            args.out,
+            report_only=args.report_only,
+            workers=args.workers,
         )
     raise AssertionError(f"unhandled command {args.command}")
 

@@ -304,3 +304,78 @@ def test_report_only_needs_a_study(tmp_path):
         run_reproduce_command(
             ["c"], 1, "quick", tmp_path / "none", stub.run, stub.warm_start, report_only=True
         )
+
+
+def record_run_in_worker(config, run_dir: Path, resume: bool) -> None:
+    """A run function for worker processes (module-level, so it pickles): writes a finished
+    run's summary with the process and torch threads it ran under."""
+    import os
+
+    import torch
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    summary = {"pid": os.getpid(), "threads": torch.get_num_threads(), "resume": resume}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+
+def test_workers_train_the_unfinished_runs_in_other_processes_on_a_share_of_the_cores(
+    tmp_path, monkeypatch
+):
+    import os
+
+    import sao.reproduce.runs as runs_module
+
+    monkeypatch.setattr(runs_module, "cpu_count", lambda: 4)
+    runs = plan([CLAIMS["c"]], seeds=2, out=tmp_path)
+    by_name = {(r.arm.key, r.seed): r.run_dir for r in runs}
+    (by_name[("calc_sao", 0)]).mkdir(parents=True)
+    (by_name[("calc_sao", 0)] / "summary.json").write_text("{}")
+    by_name[("calc_sao_k1", 1)].mkdir(parents=True)
+    (by_name[("calc_sao_k1", 1)] / "config.yaml").write_text("preset: sao_k1\n")
+    stub = StubRuns()
+
+    counts = execute(
+        runs, BUDGETS["quick"], record_run_in_worker, stub.warm_start, progress=False, workers=2
+    )
+
+    assert counts == {"finished": 1, "interrupted": 1, "new": 2}
+    assert stub.warm_starts == ["checkpoints/warm_start_calc"]  # built once, before the workers
+    ran = {key: json.loads((d / "summary.json").read_text()) for key, d in by_name.items()}
+    assert ran[("calc_sao", 0)] == {}  # finished before: not run again
+    trained = [ran[key] for key in by_name if key != ("calc_sao", 0)]
+    assert all(r["pid"] != os.getpid() and r["threads"] == 2 for r in trained)
+    assert sorted(r["resume"] for r in trained) == [False, False, True]
+
+
+def fail_in_worker(config, run_dir: Path, resume: bool) -> None:
+    raise RuntimeError(f"{run_dir.name} failed")
+
+
+def test_a_run_failing_in_a_worker_is_raised(tmp_path):
+    stub = StubRuns()
+    with pytest.raises(RuntimeError, match="seed. failed"):
+        execute(
+            plan([CLAIMS["c"]], seeds=1, out=tmp_path),
+            BUDGETS["quick"],
+            fail_in_worker,
+            stub.warm_start,
+            progress=False,
+            workers=2,
+        )
+
+
+def test_a_study_in_use_by_another_process_is_refused(tmp_path):
+    from sao.reproduce.command import study_lock
+
+    stub = StubRuns()
+    with study_lock(tmp_path), pytest.raises(ConfigError, match="in use by another sao reproduce"):
+        run_reproduce_command(
+            ["c"], 1, "quick", tmp_path, stub.run, stub.warm_start, progress=False
+        )
+    assert stub.calls == []
+    assert (
+        run_reproduce_command(
+            ["c"], 1, "quick", tmp_path, stub.run, stub.warm_start, progress=False
+        )
+        == 0
+    )  # the lock went with its holder

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sao.config import ConfigError
@@ -62,6 +65,21 @@ def check_study(out: Path, budget: str) -> None:
     path.write_text(json.dumps({"budget": budget}) + "\n")
 
 
+@contextmanager
+def study_lock(out: Path) -> Iterator[None]:
+    """Hold `OUT/.lock` while runs are started, so two `sao reproduce` never train one run twice;
+    the lock goes with the process, so a killed study leaves none behind."""
+    with (out / ".lock").open("w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"--out {out} is in use by another sao reproduce (wait for it, or choose "
+                "another --out)"
+            ) from None
+        yield
+
+
 def source_commit() -> str | None:
     """The short commit of the `sao` checkout being run, or None outside a git checkout."""
     try:
@@ -103,25 +121,37 @@ def run_reproduce_command(
     warm_start_fn: WarmStartFunction = warm_start_once,
     progress: bool = True,
     report_only: bool = False,
+    workers: int = 1,
 ) -> int:
     """Run what is missing of the study in `out`, then write `report.json`, `report.md`, plots.
 
     With `report_only`, run nothing: report what has finished, and give a claim whose runs have
-    not all finished the verdict "not run" (its numbers so far are shown, not judged).
+    not all finished the verdict "not run" (its numbers so far are shown, not judged). With
+    `workers` > 1, that many runs train at a time (`execute`); refused for a claim that times
+    its runs, whose clocks need the cores alone.
     """
     out = Path(out)
     if report_only and not (out / STUDY_FILE).is_file():
         raise ConfigError(f"--report-only: {out} holds no study (no {STUDY_FILE})")
-    check_study(out, budget)
     claims = [CLAIMS[i] for i in claim_ids]
+    timed = [claim.id for claim in claims if any(arm.timed for arm in claim.arms)]
+    if workers > 1 and timed and not report_only:
+        raise ConfigError(
+            f"--workers {workers}: claim ({', '.join(timed)}) times its runs, which need the "
+            "cores alone (run it with --workers 1)"
+        )
+    check_study(out, budget)
     runs = plan(claims, seeds, out)
     if report_only:
         counts = {"finished": sum(run_state(r.run_dir) == "finished" for r in runs)}
         counts["interrupted"], counts["new"] = 0, len(runs) - counts["finished"]
     else:
-        if any(run_state(r.run_dir) != "finished" for r in runs):
-            record_commit(out, source_commit())
-        counts = execute(runs, BUDGETS[budget], run_fn, warm_start_fn, progress=progress)
+        with study_lock(out):
+            if any(run_state(r.run_dir) != "finished" for r in runs):
+                record_commit(out, source_commit())
+            counts = execute(
+                runs, BUDGETS[budget], run_fn, warm_start_fn, progress=progress, workers=workers
+            )
     # Imported here so that matplotlib loads only when a report is written.
     from sao.reproduce.report import build_report, seeds_needed_text, write_report
 

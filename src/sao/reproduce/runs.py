@@ -3,12 +3,16 @@
 A run whose `summary.json` exists is finished and skipped; a run directory with a `config.yaml`
 but no summary was interrupted and is resumed under its own saved config (as `sao train
 --resume`); anything else starts fresh. Arms shared by several claims run once per seed. Every
-arm of an environment starts from the same warm start, built once (seed 0) before its runs.
+arm of an environment starts from the same warm start, built once (seed 0) before its runs. The
+runs go one at a time in this process, or through a pool of worker processes.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -84,27 +88,84 @@ def execute(
     run_fn: RunFunction,
     warm_start_fn: WarmStartFunction,
     progress: bool = True,
+    workers: int = 1,
 ) -> dict[RunState, int]:
-    """Run every planned run that is not finished; returns how many were in each state."""
+    """Run every planned run that is not finished; returns how many were in each state.
+
+    The warm starts the unfinished runs need are built first, one at a time. With `workers` > 1
+    the runs then go `workers` at a time to worker processes, each given an equal share of the
+    cores as torch threads; `run_fn` must then be a module-level function (it is pickled).
+    """
     counts: dict[RunState, int] = {"finished": 0, "interrupted": 0, "new": 0}
-    configs = [run_config(r.arm, r.seed, budget, r.run_dir) for r in runs]
+    todo: list[tuple[PlannedRun, SAOConfig, bool]] = []
+    for run in runs:
+        state = run_state(run.run_dir)
+        counts[state] += 1
+        if state != "finished":
+            config = run_config(run.arm, run.seed, budget, run.run_dir)
+            todo.append((run, config, state == "interrupted"))
     warmed: set[Path] = set()
+    for _, config, _ in todo:
+        if config.warm_start_dir() not in warmed:
+            seed0 = config.train.model_copy(update={"seed": 0})
+            warm_start_fn(config.model_copy(update={"train": seed0}))
+            warmed.add(config.warm_start_dir())
     bar = tqdm(total=len(runs), desc="reproduce runs", unit="run", disable=not progress)
+    bar.update(counts["finished"])
     try:
-        for run, config in zip(runs, configs, strict=True):
-            state = run_state(run.run_dir)
-            counts[state] += 1
-            bar.set_postfix_str(f"{run.arm.key} seed{run.seed}")
-            if state != "finished":
-                if config.warm_start_dir() not in warmed:
-                    seed0 = config.train.model_copy(update={"seed": 0})
-                    warm_start_fn(config.model_copy(update={"train": seed0}))
-                    warmed.add(config.warm_start_dir())
-                run_fn(config, run.run_dir, state == "interrupted")
-            bar.update(1)
+        if workers == 1:
+            for run, config, resume in todo:
+                bar.set_postfix_str(f"{run.arm.key} seed{run.seed}")
+                run_fn(config, run.run_dir, resume)
+                bar.update(1)
+        else:
+            run_in_workers(todo, run_fn, workers, bar)
     finally:
         bar.close()
     return counts
+
+
+def run_in_workers(
+    todo: list[tuple[PlannedRun, SAOConfig, bool]],
+    run_fn: RunFunction,
+    workers: int,
+    bar: tqdm,
+) -> None:
+    """`todo` through a pool of `workers` processes, each taking the next run as it frees up;
+    the first run that fails cancels those not yet started and is raised."""
+    threads = max(1, cpu_count() // workers)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=limit_threads, initargs=(threads,)
+    ) as pool:
+        futures = {
+            pool.submit(run_fn, config, run.run_dir, resume): run for run, config, resume in todo
+        }
+        try:
+            for future in as_completed(futures):
+                future.result()
+                run = futures[future]
+                bar.set_postfix_str(f"{run.arm.key} seed{run.seed} done")
+                bar.update(1)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def limit_threads(threads: int) -> None:
+    """A worker's torch threads: its share of the cores, so workers do not oversubscribe them."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def train_in_process(config: SAOConfig, run_dir: Path, resume: bool) -> None:
