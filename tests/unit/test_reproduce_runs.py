@@ -351,9 +351,11 @@ def fail_in_worker(config, run_dir: Path, resume: bool) -> None:
     raise RuntimeError(f"{run_dir.name} failed")
 
 
-def test_a_run_failing_in_a_worker_is_raised(tmp_path):
+def test_a_run_failing_in_a_worker_is_raised_with_the_workers_traceback(tmp_path):
+    from sao.reproduce.runs import WorkerTraceback
+
     stub = StubRuns()
-    with pytest.raises(RuntimeError, match="seed. failed"):
+    with pytest.raises(RuntimeError, match="seed. failed") as info:
         execute(
             plan([CLAIMS["c"]], seeds=1, out=tmp_path),
             BUDGETS["quick"],
@@ -362,6 +364,8 @@ def test_a_run_failing_in_a_worker_is_raised(tmp_path):
             progress=False,
             workers=2,
         )
+    assert isinstance(info.value.__cause__, WorkerTraceback)
+    assert "in fail_in_worker" in str(info.value.__cause__)
 
 
 def test_a_study_in_use_by_another_process_is_refused(tmp_path):
@@ -379,3 +383,32 @@ def test_a_study_in_use_by_another_process_is_refused(tmp_path):
         )
         == 0
     )  # the lock went with its holder
+
+
+def hang_or_fail_in_worker(config, run_dir: Path, resume: bool) -> None:
+    """`sao` runs hang (noting that they started); the other arm fails once one has started."""
+    import time
+
+    marks = run_dir.parent.parent
+    if config.preset == "sao":
+        (marks / "sao_started").write_text("")
+        time.sleep(120)
+        (marks / "sao_finished").write_text("")
+        return
+    while not (marks / "sao_started").exists():
+        time.sleep(0.05)
+    raise RuntimeError("sao_k1 failed")
+
+
+def test_a_failure_stops_the_runs_still_training(tmp_path):
+    stub = StubRuns()
+    with pytest.raises(RuntimeError, match="sao_k1 failed"):
+        execute(
+            plan([CLAIMS["c"]], seeds=1, out=tmp_path),
+            BUDGETS["quick"],
+            hang_or_fail_in_worker,
+            stub.warm_start,
+            progress=False,
+            workers=2,
+        )
+    assert (tmp_path / "sao_started").exists() and not (tmp_path / "sao_finished").exists()

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import sys
+import traceback
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +28,8 @@ from sao.reproduce.budgets import Budget
 from sao.reproduce.claims import Arm, Claim
 
 RunState = Literal["finished", "interrupted", "new"]
+STOP_GRACE_S = 30.0
+"""How long a worker told to stop may take to exit before it is terminated."""
 RunFunction = Callable[[SAOConfig, Path, bool], None]
 """Trains `config` into the run directory; the flag says whether to resume it."""
 WarmStartFunction = Callable[[SAOConfig], None]
@@ -93,8 +99,9 @@ def execute(
     """Run every planned run that is not finished; returns how many were in each state.
 
     The warm starts the unfinished runs need are built first, one at a time. With `workers` > 1
-    the runs then go `workers` at a time to worker processes, each given an equal share of the
-    cores as torch threads; `run_fn` must then be a module-level function (it is pickled).
+    the runs then train `workers` at a time, each in a worker process given an equal share of
+    the cores as torch threads (`run_in_workers`); `run_fn` must then be a module-level
+    function (it is pickled).
     """
     counts: dict[RunState, int] = {"finished": 0, "interrupted": 0, "new": 0}
     todo: list[tuple[PlannedRun, SAOConfig, bool]] = []
@@ -131,25 +138,97 @@ def run_in_workers(
     workers: int,
     bar: tqdm,
 ) -> None:
-    """`todo` through a pool of `workers` processes, each taking the next run as it frees up;
-    the first run that fails cancels those not yet started and is raised."""
+    """`todo` in up to `workers` processes at a time, the next started as one ends.
+
+    A run that fails stops the study: its error is raised here (the worker's traceback chained
+    under it), and the runs still training are stopped, as is every worker when this process
+    is interrupted; each continues from its last checkpoint when the study is run again.
+    """
     threads = max(1, cpu_count() // workers)
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        workers, mp_context=context, initializer=limit_threads, initargs=(threads,)
-    ) as pool:
-        futures = {
-            pool.submit(run_fn, config, run.run_dir, resume): run for run, config, resume in todo
-        }
-        try:
-            for future in as_completed(futures):
-                future.result()
-                run = futures[future]
+    pending = list(todo)
+    running: dict[BaseProcess, tuple[PlannedRun, Connection]] = {}
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                run, config, resume = pending.pop(0)
+                receive, send = context.Pipe(duplex=False)
+                process = context.Process(
+                    target=run_in_worker,
+                    args=(run_fn, config, run.run_dir, resume, threads, send),
+                    name=f"{run.arm.key} seed{run.seed}",
+                )
+                process.start()
+                send.close()
+                running[process] = (run, receive)
+            wait([process.sentinel for process in running] + [r for _, r in running.values()])
+            for process, (run, receive) in list(running.items()):
+                if receive.poll():
+                    try:
+                        err, text = receive.recv()
+                    except EOFError:  # the worker is exiting
+                        process.join()
+                    else:
+                        raise worker_error(err, text, run)
+                if process.exitcode is None:
+                    continue
+                del running[process]
+                receive.close()
+                if process.exitcode != 0:
+                    raise RuntimeError(
+                        f"{run.run_dir}: its worker process ended with exit code {process.exitcode}"
+                    )
                 bar.set_postfix_str(f"{run.arm.key} seed{run.seed} done")
                 bar.update(1)
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
+    finally:
+        stop_workers(running)
+
+
+def stop_workers(running: dict[BaseProcess, tuple[PlannedRun, Connection]]) -> None:
+    """Interrupt the workers still training (as Ctrl-C would, so each exits through its own
+    cleanup), then terminate any that has not exited within `STOP_GRACE_S`."""
+    for process in running:
+        if process.pid is not None and process.exitcode is None:
+            os.kill(process.pid, signal.SIGINT)
+    for process, (_, receive) in running.items():
+        process.join(STOP_GRACE_S)
+        if process.exitcode is None:
+            process.terminate()
+            process.join()
+        receive.close()
+
+
+class WorkerTraceback(Exception):
+    """The traceback of an error raised in a worker process, chained under it here."""
+
+
+def run_in_worker(
+    run_fn: RunFunction,
+    config: SAOConfig,
+    run_dir: Path,
+    resume: bool,
+    threads: int,
+    errors: Connection,
+) -> None:
+    """A worker process: one run on `threads` torch threads; an error goes back through
+    `errors` with its traceback (read as it is sent, so a long one cannot fill the pipe and
+    block), and the worker exits with 1."""
+    limit_threads(threads)
+    try:
+        run_fn(config, run_dir, resume)
+    except BaseException as err:
+        text = traceback.format_exc()
+        try:
+            errors.send((err, text))
+        except Exception:
+            errors.send((RuntimeError(f"{type(err).__name__}: {err}"), text))
+        sys.exit(1)
+
+
+def worker_error(err: BaseException, text: str, run: PlannedRun) -> BaseException:
+    """The error a worker sent back, its traceback chained under it."""
+    err.__cause__ = WorkerTraceback(f"in the worker training {run.run_dir}:\n{text}")
+    return err
 
 
 def cpu_count() -> int:
