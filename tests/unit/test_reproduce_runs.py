@@ -347,6 +347,18 @@ def test_workers_train_the_unfinished_runs_in_other_processes_on_a_share_of_the_
     assert sorted(r["resume"] for r in trained) == [False, False, True]
 
 
+def claim_c_in_two_workers(out: Path, run_fn) -> None:
+    """Claim (c)'s two runs at one seed, each in a worker process."""
+    execute(
+        plan([CLAIMS["c"]], seeds=1, out=out),
+        BUDGETS["quick"],
+        run_fn,
+        StubRuns().warm_start,
+        progress=False,
+        workers=2,
+    )
+
+
 def fail_in_worker(config, run_dir: Path, resume: bool) -> None:
     raise RuntimeError(f"{run_dir.name} failed")
 
@@ -354,16 +366,8 @@ def fail_in_worker(config, run_dir: Path, resume: bool) -> None:
 def test_a_run_failing_in_a_worker_is_raised_with_the_workers_traceback(tmp_path):
     from sao.reproduce.runs import WorkerTraceback
 
-    stub = StubRuns()
     with pytest.raises(RuntimeError, match="seed. failed") as info:
-        execute(
-            plan([CLAIMS["c"]], seeds=1, out=tmp_path),
-            BUDGETS["quick"],
-            fail_in_worker,
-            stub.warm_start,
-            progress=False,
-            workers=2,
-        )
+        claim_c_in_two_workers(tmp_path, fail_in_worker)
     assert isinstance(info.value.__cause__, WorkerTraceback)
     assert "in fail_in_worker" in str(info.value.__cause__)
 
@@ -372,17 +376,11 @@ def test_a_study_in_use_by_another_process_is_refused(tmp_path):
     from sao.reproduce.command import study_lock
 
     stub = StubRuns()
+    args = (["c"], 1, "quick", tmp_path, stub.run, stub.warm_start)
     with study_lock(tmp_path), pytest.raises(ConfigError, match="in use by another sao reproduce"):
-        run_reproduce_command(
-            ["c"], 1, "quick", tmp_path, stub.run, stub.warm_start, progress=False
-        )
+        run_reproduce_command(*args, progress=False)
     assert stub.calls == []
-    assert (
-        run_reproduce_command(
-            ["c"], 1, "quick", tmp_path, stub.run, stub.warm_start, progress=False
-        )
-        == 0
-    )  # the lock went with its holder
+    assert run_reproduce_command(*args, progress=False) == 0  # the lock went with its holder
 
 
 def hang_or_fail_in_worker(config, run_dir: Path, resume: bool) -> None:
@@ -401,14 +399,6 @@ def hang_or_fail_in_worker(config, run_dir: Path, resume: bool) -> None:
 
 
 def test_a_failure_stops_the_runs_still_training(tmp_path):
-    stub = StubRuns()
     with pytest.raises(RuntimeError, match="sao_k1 failed"):
-        execute(
-            plan([CLAIMS["c"]], seeds=1, out=tmp_path),
-            BUDGETS["quick"],
-            hang_or_fail_in_worker,
-            stub.warm_start,
-            progress=False,
-            workers=2,
-        )
+        claim_c_in_two_workers(tmp_path, hang_or_fail_in_worker)
     assert (tmp_path / "sao_started").exists() and not (tmp_path / "sao_finished").exists()
