@@ -7,13 +7,24 @@ needed to reach that target, so time and sample efficiency can be told apart:
 python scripts/time_ratios.py \
     --candidate runs/h_iso/sao_mb4_s0,runs/h_iso/sao_mb4_s1,runs/h_iso/sao_mb4_s2 \
     --reference runs/reproduce_h_full/calc_grpo_timed/seed0,...
+
+`--evals PATTERN` builds each run's curve from held-out evals saved beside it instead of its
+in-run evals: `sao eval --run RUN --step N --baseline WARM_START --json RUN/eval400_stepN.json`
+with `--evals 'eval400_step{step}.json'`. The accuracy is then each eval's paired gain over the
+baseline (0 at step 0, before any update), so every point is measured on the same tasks; the
+time of step N is the run's clock at that step (value pretraining plus `time/train_s`), and its
+trajectories are those sampled by then. `RUN@N` ends that run's curve at step N (a run continued
+past the point it is compared at).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 from pathlib import Path
 
+from sao.durable import read_jsonl
 from sao.reproduce.time_to_accuracy import Curve, read_curve, time_ratio, time_to_accuracy
 
 
@@ -39,10 +50,59 @@ def seed_row(candidate: Curve, reference: Curve) -> dict[str, float | None | str
     }
 
 
+def read_eval_curve(run_dir: Path, pattern: str, last_step: int | None = None) -> Curve:
+    """The curve of the evals `run_dir/PATTERN` (`{step}` standing for the learner step) up to
+    `last_step`: paired gain over each eval's baseline against the run's clock and trajectories at
+    that step, starting from (step 0, gain 0)."""
+    if pattern.count("{step}") != 1:
+        raise SystemExit(f"--evals {pattern!r}: the pattern must hold {{step}} once")
+    rows = {int(r["step"]): r for r in read_jsonl(run_dir / "metrics.jsonl") if "time/train_s" in r}
+    if 0 not in rows:
+        raise SystemExit(f"{run_dir / 'metrics.jsonl'}: no step-0 row with time/train_s")
+    pretrain = float(rows[0].get("time/value_pretrain_s", 0.0))
+    before, after = pattern.split("{step}")
+    named = re.compile(re.escape(before) + r"(\d+)" + re.escape(after) + "$")
+    points = {0: 0.0}
+    for path in run_dir.glob(pattern.replace("{step}", "*")):
+        match = named.match(path.name)
+        if match is None:
+            continue
+        step = int(match.group(1))
+        if last_step is not None and step > last_step:
+            continue
+        if step not in rows:
+            raise SystemExit(f"{path}: the run logged no step {step} with time/train_s")
+        points[step] = float(json.loads(path.read_text())["paired_difference"]["difference"])
+    if len(points) == 1:
+        raise SystemExit(f"{run_dir}: no eval matches {pattern!r} up to step {last_step}")
+    steps = sorted(points)
+    return Curve(
+        tuple(pretrain + float(rows[s]["time/train_s"]) for s in steps),
+        tuple(float(rows[s].get("rollout/trajectories_sampled", 0)) for s in steps),
+        tuple(points[s] for s in steps),
+    )
+
+
+def _eval_curve(spec: str, pattern: str) -> Curve:
+    """`RUN` or `RUN@LAST_STEP` read by `read_eval_curve`."""
+    path, sep, last = spec.rpartition("@")
+    if not sep:
+        return read_eval_curve(Path(spec), pattern)
+    if not last.isdigit():
+        raise SystemExit(f"{spec}: expected RUN@STEP with a whole step after '@'")
+    return read_eval_curve(Path(path), pattern, int(last))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--candidate", required=True, help="comma-separated run dirs, by seed")
     parser.add_argument("--reference", required=True, help="comma-separated run dirs, by seed")
+    parser.add_argument(
+        "--evals",
+        metavar="PATTERN",
+        help="curves from saved evals RUN/PATTERN ({step} for the step), accuracy = paired gain; "
+        "a run given as RUN@N stops at step N",
+    )
     args = parser.parse_args(argv)
     candidates = [Path(p) for p in args.candidate.split(",") if p]
     references = [Path(p) for p in args.reference.split(",") if p]
@@ -54,7 +114,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for seed, (cand, ref) in enumerate(zip(candidates, references, strict=True)):
-        row = seed_row(read_curve(cand), read_curve(ref))
+        if args.evals:
+            row = seed_row(_eval_curve(str(cand), args.evals), _eval_curve(str(ref), args.evals))
+        else:
+            row = seed_row(read_curve(cand), read_curve(ref))
         ratio = _fmt(row["ratio"], ".2f") + (f" ({row['reason']})" if row["reason"] else "")
         print(
             f"| {seed} | {row['target']:.3f} | {_fmt(row['candidate_s'])} | "

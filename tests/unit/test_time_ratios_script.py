@@ -26,3 +26,57 @@ def test_a_candidate_that_never_reaches_the_target_gives_its_lower_bound():
     row = time_ratios.seed_row(candidate, reference)
     assert row["candidate_s"] is None and row["candidate_traj"] is None
     assert row["ratio"] == pytest.approx(1.5) and "lower bound" in row["reason"]
+
+
+def _run_with_evals(run_dir, gains: dict[int, float], pretrain: float = 50.0):
+    """A run directory whose metrics log steps 0-80 at 10 s a step and whose saved evals at the
+    given steps hold those paired gains."""
+    import json
+
+    run_dir.mkdir()
+    rows = [
+        {"step": s, "time/train_s": 10.0 * s, "rollout/trajectories_sampled": 128 * s}
+        for s in range(81)
+    ]
+    rows[0]["time/value_pretrain_s"] = pretrain
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for step, gain in gains.items():
+        saved = {"accuracy": 0.2 + gain, "paired_difference": {"difference": gain}}
+        (run_dir / f"eval400_step{step}.json").write_text(json.dumps(saved))
+    return run_dir
+
+
+def test_an_eval_curve_is_the_paired_gain_against_the_runs_clock_from_step_0(tmp_path):
+    run = _run_with_evals(tmp_path / "run", {20: 0.03, 40: 0.07, 80: 0.1})
+    curve = time_ratios.read_eval_curve(run, "eval400_step{step}.json")
+    assert curve.seconds == (50.0, 250.0, 450.0, 850.0)
+    assert curve.trajectories == (0.0, 2560.0, 5120.0, 10240.0)
+    assert curve.accuracy == (0.0, 0.03, 0.07, 0.1)
+    capped = time_ratios.read_eval_curve(run, "eval400_step{step}.json", last_step=40)
+    assert capped.accuracy == (0.0, 0.03, 0.07)
+
+
+def test_eval_curves_give_the_ratio_to_the_references_final_gain(tmp_path, capsys):
+    candidate = _run_with_evals(tmp_path / "sao", {20: 0.06, 40: 0.09}, pretrain=100.0)
+    reference = _run_with_evals(tmp_path / "grpo", {40: 0.03, 64: 0.06, 73: 0.08}, pretrain=0.0)
+    time_ratios.main(
+        [
+            "--candidate",
+            str(candidate),
+            "--reference",
+            f"{reference}@64",
+            "--evals",
+            "eval400_step{step}.json",
+        ]
+    )
+    row = capsys.readouterr().out.splitlines()[-1]
+    # target 0.06, the reference's gain at step 64 (640 s); SAO reaches it at step 20 (300 s)
+    assert row.startswith("| 0 | 0.060 | 300.0 | 640.0 | 0.47 |")
+
+
+def test_eval_curves_refuse_a_pattern_without_a_step_and_a_run_without_evals(tmp_path):
+    run = _run_with_evals(tmp_path / "run", {})
+    with pytest.raises(SystemExit, match="must hold"):
+        time_ratios.read_eval_curve(run, "eval400.json")
+    with pytest.raises(SystemExit, match="no eval matches"):
+        time_ratios.read_eval_curve(run, "eval400_step{step}.json")
