@@ -14,7 +14,8 @@ with `--evals 'eval400_step{step}.json'`. The accuracy is then each eval's paire
 baseline (0 at step 0, before any update), so every point is measured on the same tasks; the
 time of step N is the run's clock at that step (value pretraining plus `time/train_s`), and its
 trajectories are those sampled by then. `RUN@N` ends that run's curve at step N (a run continued
-past the point it is compared at).
+past the point it is compared at). An eval of a checkpoint records it (`weights_from`); one whose
+checkpoint is not the step its name says is refused.
 """
 
 from __future__ import annotations
@@ -72,9 +73,14 @@ def read_eval_curve(run_dir: Path, pattern: str, last_step: int | None = None) -
             continue
         if step not in rows:
             raise SystemExit(f"{path}: the run logged no step {step} with time/train_s")
-        points[step] = float(json.loads(path.read_text())["paired_difference"]["difference"])
+        result = json.loads(path.read_text())
+        scored = Path(result.get("weights_from") or f"step_{step}").name
+        if scored != f"step_{step}":
+            raise SystemExit(f"{path}: named step {step}, but `sao eval` scored {scored}")
+        points[step] = float(result["paired_difference"]["difference"])
     if len(points) == 1:
-        raise SystemExit(f"{run_dir}: no eval matches {pattern!r} up to step {last_step}")
+        upto = "" if last_step is None else f" up to step {last_step}"
+        raise SystemExit(f"{run_dir}: no eval matches {pattern!r}{upto}")
     steps = sorted(points)
     return Curve(
         tuple(pretrain + float(rows[s]["time/train_s"]) for s in steps),

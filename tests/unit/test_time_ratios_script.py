@@ -1,5 +1,7 @@
 """scripts/time_ratios.py: claim (h)'s per-seed numbers for runs made outside `sao reproduce`."""
 
+import json
+
 import pytest
 
 from repo_scripts import load_script
@@ -31,8 +33,6 @@ def test_a_candidate_that_never_reaches_the_target_gives_its_lower_bound():
 def _run_with_evals(run_dir, gains: dict[int, float], pretrain: float = 50.0):
     """A run directory whose metrics log steps 0-80 at 10 s a step and whose saved evals at the
     given steps hold those paired gains."""
-    import json
-
     run_dir.mkdir()
     rows = [
         {"step": s, "time/train_s": 10.0 * s, "rollout/trajectories_sampled": 128 * s}
@@ -80,3 +80,15 @@ def test_eval_curves_refuse_a_pattern_without_a_step_and_a_run_without_evals(tmp
         time_ratios.read_eval_curve(run, "eval400.json")
     with pytest.raises(SystemExit, match="no eval matches"):
         time_ratios.read_eval_curve(run, "eval400_step{step}.json")
+
+
+def test_an_eval_whose_checkpoint_is_not_the_step_in_its_name_is_refused(tmp_path):
+    run = _run_with_evals(tmp_path / "run", {40: 0.05})
+    saved = json.loads((run / "eval400_step40.json").read_text())
+    saved["weights_from"] = str(run / "checkpoints" / "step_20")
+    (run / "eval400_step40.json").write_text(json.dumps(saved))
+    with pytest.raises(SystemExit, match="named step 40, but `sao eval` scored step_20"):
+        time_ratios.read_eval_curve(run, "eval400_step{step}.json")
+    saved["weights_from"] = str(run / "checkpoints" / "step_40")
+    (run / "eval400_step40.json").write_text(json.dumps(saved))
+    assert time_ratios.read_eval_curve(run, "eval400_step{step}.json").accuracy == (0.0, 0.05)
