@@ -76,6 +76,12 @@ class LatencyConfig(_Section):
     seed: int = 0
     """Added to each agent loop's own seed (the run's seed for training rollouts)."""
 
+    @field_validator("distribution", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: object) -> object:
+        # YAML reads a bare `off` (in a file or `--set env.latency.distribution=off`) as false.
+        return "off" if value is False else value
+
 
 class EnvConfig(_Section):
     name: str = "calc"

@@ -69,6 +69,16 @@ def test_off_draws_zero_and_the_config_builds_no_sampler():
     assert [sampler() for _ in range(5)] == [reference() for _ in range(5)]
 
 
+def test_a_bare_off_turns_the_overlay_off_as_yaml_reads_it():
+    on = ["env.latency={distribution: lognormal, median_s: 5.0}"]
+    # YAML reads a bare `off` as false, meant as the overlay's "off"; `on` names no distribution.
+    config = load_config("sao", None, [*on, "env.latency.distribution=off"])
+    assert config.env.latency.distribution == "off"
+    assert env_latency(config, seed=0) is None
+    with pytest.raises(ValueError, match="env.latency.distribution"):
+        load_config("sao", None, [*on, "env.latency.distribution=on"])
+
+
 @pytest.mark.parametrize(
     "kwargs", [{"median_s": 0.0}, {"median_s": 1.0, "sigma": -1.0}, {"median_s": 1.0, "max_s": 0}]
 )

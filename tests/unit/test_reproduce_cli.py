@@ -12,7 +12,8 @@ from sao.cli import main
         (
             ["--claims", "c,z"],
             "argument --claims: unknown claim 'z' (claims are a, b, c, d, e, f, g, h, "
-            "h_code_repair, h_code_repair_lr25, h_latency, h_mb4, h_latency_mb4)",
+            "h_code_repair, h_code_repair_lr25, h_latency, h_code_repair_latency, h_mb4, "
+            "h_latency_mb4)",
         ),
         (["--claims", ","], "argument --claims: expected claim letters such as c or a,c,f"),
         (["--seeds", "0"], "argument --seeds: must be >= 1, got 0"),

@@ -127,6 +127,17 @@ def test_timed_arms_get_the_budget_eval_points_and_the_latency_overlay(tmp_path)
     slow_config = run_config(slow, 0, BUDGETS["full"], tmp_path)
     assert (slow_config.preset, slow_config.actor.lr) == ("grpo", 2.5e-5)
     assert (slow_config.train.eval_every, slow_config.train.eval_every_s) == (10, 30.0)
+    # On code_repair the overlay scaled to a turn: every arm its own run, under median 5 s.
+    tools = CLAIMS["h_code_repair_latency"].arms
+    assert [a.preset for a in tools] == ["sao", "grpo", "grpo_dis"]
+    assert not {a.key for a in tools} & {a.key for a in CLAIMS["h_code_repair"].arms}
+    tools_config = run_config(tools[2], 0, BUDGETS["full"], tmp_path)
+    tools_latency = tools_config.env.latency
+    assert (tools_config.env.name, tools_latency.distribution, tools_latency.median_s) == (
+        "code_repair",
+        "lognormal",
+        5.0,
+    )
     # Claim (a)'s arms are other runs: untimed, never shared with claim (h)'s.
     assert not {a.key for a in CLAIMS["a"].arms} & {a.key for a in CLAIMS["h"].arms}
 
