@@ -26,7 +26,14 @@ import re
 from pathlib import Path
 
 from sao.durable import read_jsonl
-from sao.reproduce.time_to_accuracy import Curve, read_curve, time_ratio, time_to_accuracy
+from sao.reproduce.report import judge_sides
+from sao.reproduce.time_to_accuracy import (
+    CLAIMED_RATIO,
+    Curve,
+    read_curve,
+    time_ratio,
+    time_to_accuracy,
+)
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:
@@ -49,6 +56,19 @@ def seed_row(candidate: Curve, reference: Curve) -> dict[str, float | None | str
         "candidate_end_s": candidate.seconds[-1],
         "reference_end_s": reference.seconds[-1],
     }
+
+
+def rule_line(ratios: list[float | None]) -> str:
+    """Claim (h)'s verdict over the seeds, judged as `sao reproduce` judges it: each seed's ratio
+    minus the claimed 0.5, a Student-t 95% interval over the seeds that have a ratio."""
+    judged = judge_sides(ratios, [CLAIMED_RATIO] * len(ratios), "less", 0.0)
+    low, high = judged["ci95"]
+    interval = "n/a" if low is None or high is None else f"{low:+.3f}, {high:+.3f}"
+    mean = _fmt(judged["mean_difference"], "+.3f")
+    return (
+        f"ratio - {CLAIMED_RATIO} over seeds {judged['seeds_used']}: {mean} ({interval}): "
+        f"{judged['verdict']}"
+    )
 
 
 def read_eval_curve(run_dir: Path, pattern: str, last_step: int | None = None) -> Curve:
@@ -119,11 +139,13 @@ def main(argv: list[str] | None = None) -> None:
         "| candidate final | end s (cand / ref) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
+    ratios: list[float | None] = []
     for seed, (cand, ref) in enumerate(zip(candidates, references, strict=True)):
         if args.evals:
             row = seed_row(_eval_curve(str(cand), args.evals), _eval_curve(str(ref), args.evals))
         else:
             row = seed_row(read_curve(cand), read_curve(ref))
+        ratios.append(row["ratio"] if isinstance(row["ratio"], float) else None)
         ratio = _fmt(row["ratio"], ".2f") + (f" ({row['reason']})" if row["reason"] else "")
         print(
             f"| {seed} | {row['target']:.3f} | {_fmt(row['candidate_s'])} | "
@@ -131,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{_fmt(row['reference_traj'], '.0f')} | {row['candidate_final']:.3f} | "
             f"{row['candidate_end_s']:.0f} / {row['reference_end_s']:.0f} |"
         )
+    print(rule_line(ratios))
 
 
 if __name__ == "__main__":

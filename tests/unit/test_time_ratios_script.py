@@ -69,9 +69,18 @@ def test_eval_curves_give_the_ratio_to_the_references_final_gain(tmp_path, capsy
             "eval400_step{step}.json",
         ]
     )
-    row = capsys.readouterr().out.splitlines()[-1]
+    row, rule = capsys.readouterr().out.splitlines()[-2:]
     # target 0.06, the reference's gain at step 64 (640 s); SAO reaches it at step 20 (300 s)
     assert row.startswith("| 0 | 0.060 | 300.0 | 640.0 | 0.47 |")
+    assert rule.startswith("ratio - 0.5 over seeds [0]: -0.031 (n/a): ")
+
+
+def test_the_rule_line_judges_the_seeds_with_a_ratio_and_names_them():
+    line = time_ratios.rule_line([0.21, None, 0.23, 0.28])
+    # -0.26 +- 4.303 * 0.036 / sqrt(3) = -0.26 +- 0.09: below 0.5 on every seed with a ratio
+    assert line.startswith("ratio - 0.5 over seeds [0, 2, 3]: -0.260 (-0.350, -0.170): ")
+    assert line.endswith("reproduced")
+    assert time_ratios.rule_line([0.9, 0.2]).endswith("inconclusive")
 
 
 def test_eval_curves_refuse_a_pattern_without_a_step_and_a_run_without_evals(tmp_path):
