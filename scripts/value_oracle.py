@@ -1,0 +1,377 @@
+"""What explained variance would a perfect critic reach on an environment, for one fixed policy?
+
+`critic/vf_explained_var` compares a critic's values with Monte-Carlo returns, pooled over action
+tokens. The best any critic can do at action token `t` is the true value `V*(s_t) = E[G_t | s_t]`
+(the state: every token before `t`), and its error there is the variance of the return that is
+still to be decided, `Var(G_t | s_t)`. So the best pooled explained variance is
+
+    EV* = 1 - E_t[ Var(G_t | s_t) ] / Var(G_t)        (both over action tokens)
+
+whatever the critic's size or training. This script measures it without any critic: it samples
+trajectories from the policy, picks `--probes` action tokens of each at random, and from each
+picked token's prefix samples `--continuations` fresh endings with the same policy, its tool and
+its environment replayed up to that turn (the recorded observations are checked to come back
+identical). The endings' unbiased return variance estimates `Var(G_t | s_t)`; each trajectory's
+probes stand for all its action tokens. An interval comes from resampling trajectories.
+
+Beside it, the same estimate by where the probed token lies in its trajectory (quarters of its
+action tokens), with `Var(G_t)` as the denominator throughout: it shows when the outcome is
+decided. With `--checkpoint` (a run's `checkpoints/step_N`) the policy and critic are the
+checkpoint's, and the critic's own explained variance on the same trajectories is reported
+beside the ceiling, measured as the learner measures it. Example (calc, the warm start, a default
+run at step 40, and its final policy):
+
+    python scripts/value_oracle.py --policy checkpoints/warm_start_calc --trajectories 256
+    python scripts/value_oracle.py --policy checkpoints/warm_start_calc --checkpoint runs/calc_sao/checkpoints/step_40
+    python scripts/value_oracle.py --policy runs/calc_sao/policy --trajectories 256
+
+A run logs explained variance per batch of trajectories, so its denominator is a batch's variance,
+a little smaller on average than the population's used here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from sao.agent_setup import build_agent_loop
+from sao.config import load_config
+from sao.core.advantages import token_gae
+from sao.core.metrics import explained_variance
+from sao.envs.base import Task
+from sao.envs.registry import make_task_source
+from sao.models.critic import ValueModel
+from sao.models.policy import load_policy
+from sao.rollout.agent_loop import AgentLoop, Episode
+from sao.rollout.requests import Completion, SamplingParams
+from sao.runtime.checkpoints import load_checkpoint
+from sao.trajectory import Trajectory, collate
+
+_SEED_OFFSET = 211_811
+QUARTERS = ("0-25%", "25-50%", "50-75%", "75-100%")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The endings sampled from one action token's prefix.
+
+    Attributes:
+        trajectory: index of the trajectory probed.
+        quarter: where the token lies among the trajectory's action tokens, 0-3.
+        returns: the return from the token of each ending.
+    """
+
+    trajectory: int
+    quarter: int
+    returns: tuple[float, ...]
+
+
+def sample_variance(xs: Sequence[float]) -> float:
+    """Unbiased variance (n - 1 in the denominator)."""
+    n = len(xs)
+    if n < 2:
+        raise ValueError("sample_variance: need at least 2 values")
+    mean = sum(xs) / n
+    return sum((x - mean) ** 2 for x in xs) / (n - 1)
+
+
+def oracle_explained_variance(
+    token_returns: Sequence[Sequence[float]], probes: Sequence[Probe]
+) -> dict[str, Any]:
+    """`EV*` pooled over action tokens, and by quarter, from each trajectory's per-action-token
+    returns and the probes of its tokens.
+
+    A trajectory's probes average to its mean `Var(G_t | s_t)`, which stands for all its tokens;
+    trajectories without a probe are left out of the error (not of `Var(G_t)`)."""
+    pooled = [g for returns in token_returns for g in returns]
+    if len(pooled) < 2:
+        raise ValueError("oracle_explained_variance: need at least 2 action tokens")
+    mean = sum(pooled) / len(pooled)
+    returns_var = sum((g - mean) ** 2 for g in pooled) / len(pooled)
+    by_trajectory: dict[int, list[float]] = {}
+    by_quarter: dict[int, list[float]] = {q: [] for q in range(len(QUARTERS))}
+    for probe in probes:
+        residual = sample_variance(probe.returns)
+        by_trajectory.setdefault(probe.trajectory, []).append(residual)
+        by_quarter[probe.quarter].append(residual)
+    if not by_trajectory:
+        raise ValueError("oracle_explained_variance: no probes")
+    weights = {i: len(token_returns[i]) for i in by_trajectory}
+    error_var = sum(weights[i] * sum(v) / len(v) for i, v in by_trajectory.items()) / sum(
+        weights.values()
+    )
+
+    def ev(error: float) -> float:
+        return 1.0 - error / returns_var if returns_var > 0 else math.nan
+
+    return {
+        "ev_oracle": ev(error_var),
+        "returns_var": returns_var,
+        "error_var": error_var,
+        "by_quarter": {
+            name: ev(sum(v) / len(v)) if v else math.nan
+            for name, v in zip(QUARTERS, by_quarter.values(), strict=True)
+        },
+    }
+
+
+def bootstrap_interval(
+    token_returns: Sequence[Sequence[float]],
+    probes: Sequence[Probe],
+    resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """95% interval of `EV*` from resampling trajectories (with their probes) with replacement."""
+    rng = random.Random(seed)
+    by_trajectory: dict[int, list[Probe]] = {}
+    for probe in probes:
+        by_trajectory.setdefault(probe.trajectory, []).append(probe)
+    n = len(token_returns)
+    values = []
+    for _ in range(resamples):
+        picked = [rng.randrange(n) for _ in range(n)]
+        returns = [token_returns[i] for i in picked]
+        renamed = [
+            dataclasses.replace(p, trajectory=k)
+            for k, i in enumerate(picked)
+            for p in by_trajectory.get(i, [])
+        ]
+        if renamed:
+            values.append(oracle_explained_variance(returns, renamed)["ev_oracle"])
+    values.sort()
+    return values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """Where an ending starts: the recorded trajectory cut before action token `cut`, which lies
+    in the turn that starts at `turn_start` after the actions `replay` (their decoded text)."""
+
+    trajectory: Trajectory
+    cut: int
+    turn_start: int
+    replay: tuple[str, ...]
+
+
+class PrefixAgentLoop(AgentLoop):
+    """An agent loop whose episodes begin part-way through a recorded trajectory.
+
+    `start` rebuilds the episode's environment by stepping it through the recorded earlier
+    actions (refusing one whose observations differ from the recorded ones), then samples the
+    rest of the cut turn after its recorded part; the turn's text reaches the environment whole,
+    the recorded part included. Tool tags must be single tokens (the tiny default's), since a
+    stop string spanning the cut would go unseen.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prefixes: dict[str, Prefix] = {}
+        self._recorded_part: dict[str, Completion] = {}
+
+    def start(self, episode_id: str, task: Task, metadata: dict[str, Any] | None = None) -> None:
+        prefix = self.prefixes.pop(episode_id)
+        recorded = prefix.trajectory
+        env = self.env_factory()
+        env.reset(task)
+        episode = Episode(episode_id, task, env, {"task_id": task.task_id, **(metadata or {})})
+        turn_ends = [e for _, e in recorded.turn_spans]
+        for k, text in enumerate(prefix.replay):
+            result = env.step(text)
+            observed = self.renderer.observation_ids(result.observation)
+            end, next_start = turn_ends[k], recorded.turn_spans[k + 1][0]
+            if result.done or list(recorded.token_ids[end:next_start]) != observed:
+                raise RuntimeError(f"{episode_id}: the environment did not replay turn {k}")
+        episode.append_inserted(list(recorded.token_ids[: prefix.turn_start]))
+        self._episodes[episode_id] = episode
+        span = slice(prefix.turn_start, prefix.cut)
+        self._recorded_part[episode_id] = Completion(
+            episode_id,
+            list(recorded.token_ids[span]),
+            list(recorded.rollout_logprobs[span]),
+            list(recorded.policy_versions[span]),
+            "stop",
+        )
+        room = min(
+            self.sampling.max_new_tokens - (prefix.cut - prefix.turn_start),
+            self.max_tokens - prefix.cut,
+        )
+        params = SamplingParams(self.sampling.temperature, self.sampling.top_p, room)
+        stop_ids, stop_strings = self._stops(env)
+        self.engine.submit(
+            episode_id, list(recorded.token_ids[: prefix.cut]), params, stop_ids, stop_strings
+        )
+
+    def _on_action(self, episode: Episode, completion: Completion) -> None:
+        part = self._recorded_part.pop(episode.episode_id, None)
+        if part is not None:
+            completion = dataclasses.replace(
+                completion,
+                token_ids=part.token_ids + completion.token_ids,
+                logprobs=part.logprobs + completion.logprobs,
+                versions=part.versions + completion.versions,
+            )
+        super()._on_action(episode, completion)
+
+
+def returns_of(trajectory: Trajectory, gamma: float, pad_token_id: int) -> list[float]:
+    """The Monte-Carlo return at every token (lambda 1), as the learner's value targets."""
+    batch = collate([trajectory], pad_token_id)
+    _, returns = token_gae(batch.rewards, torch.zeros_like(batch.rewards), batch.action_mask, gamma)
+    return returns[0].tolist()
+
+
+def action_positions(trajectory: Trajectory) -> list[int]:
+    return [i for i, m in enumerate(trajectory.action_mask) if m]
+
+
+def prefix_at(trajectory: Trajectory, cut: int, decode: Any) -> Prefix:
+    """The prefix before action token `cut`."""
+    turn = next(k for k, (s, e) in enumerate(trajectory.turn_spans) if s <= cut < e)
+    replay = tuple(decode(list(trajectory.token_ids[s:e])) for s, e in trajectory.turn_spans[:turn])
+    return Prefix(trajectory, cut, trajectory.turn_spans[turn][0], replay)
+
+
+def critic_report(
+    critic: ValueModel, trajectories: Sequence[Trajectory], gamma: float, pad_token_id: int
+) -> dict[str, Any]:
+    """The critic's explained variance of Monte-Carlo returns over the trajectories' action tokens
+    (the learner's measure), and by quarter of each trajectory's action tokens with the pooled
+    `Var(G_t)` as the denominator, as the ceiling's quarters have it."""
+    batch = collate(list(trajectories), pad_token_id)
+    with torch.no_grad():
+        values = critic(batch.input_ids, batch.attention_mask)
+    mask = batch.action_mask
+    _, returns = token_gae(batch.rewards, torch.zeros_like(values), mask, gamma)
+    m = mask > 0
+    pooled_var = returns[m].double().var(unbiased=False)
+    rank = mask.cumsum(dim=1) - 1
+    quarter = rank * len(QUARTERS) // mask.sum(dim=1, keepdim=True)
+    by_quarter = {}
+    for q, name in enumerate(QUARTERS):
+        errors = (returns - values)[m & (quarter == q)].double()
+        by_quarter[name] = float(1.0 - errors.var(unbiased=False) / pooled_var)
+    return {"critic_ev": explained_variance(values, returns, mask), "critic_by_quarter": by_quarter}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--policy", required=True, help="policy directory")
+    parser.add_argument("--env", default="calc")
+    parser.add_argument("--preset", default="sao")
+    parser.add_argument("--trajectories", type=int, default=256)
+    parser.add_argument("--probes", type=int, default=4, help="action tokens probed per trajectory")
+    parser.add_argument("--continuations", type=int, default=8, help="endings per probe")
+    parser.add_argument(
+        "--checkpoint",
+        help="a run's checkpoints/step_N: its policy and critic (--policy then gives the "
+        "architecture and tokenizer, e.g. the run's warm start)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.continuations < 2 or args.probes < 1 or args.trajectories < 8:
+        parser.error("--continuations must be >= 2, --probes >= 1 and --trajectories >= 8")
+
+    config = load_config(
+        args.preset,
+        overrides=[f"env.name={args.env}", f"train.seed={args.seed}", f"model.path={args.policy}"],
+    )
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    policy, tokenizer = load_policy(args.policy)
+    critic = None
+    if args.checkpoint:
+        state, _ = load_checkpoint(Path(args.checkpoint))
+        policy.load_state_dict(state["policy"])
+        critic = ValueModel.from_policy(policy)
+        critic.load_state_dict(state["critic"])
+        critic.eval()
+    tasks = make_task_source(config.env.name, **config.env.task_options).train(
+        args.trajectories, args.seed + _SEED_OFFSET
+    )
+    started = time.perf_counter()
+    loop = build_agent_loop(config, policy, tokenizer, seed=args.seed + _SEED_OFFSET)
+    try:
+        recorded = loop.run([(f"t{i}", task, {"task": i}) for i, task in enumerate(tasks)])
+        recorded.sort(key=lambda t: int(t.metadata["task"]))
+        prefix_loop = PrefixAgentLoop(
+            loop.engine,
+            tokenizer,
+            loop.env_factory,
+            loop.sampling,
+            max_tokens=loop.max_tokens,
+            env_name=loop.env_name,
+        )
+
+        def decode(ids: list[int]) -> str:
+            return tokenizer.decode(ids, skip_special_tokens=False)
+
+        jobs, where = [], {}
+        for i, trajectory in enumerate(recorded):
+            positions = action_positions(trajectory)
+            for p, cut in enumerate(
+                sorted(rng.sample(positions, min(args.probes, len(positions))))
+            ):
+                quarter = min(positions.index(cut) * 4 // len(positions), 3)
+                for c in range(args.continuations):
+                    episode_id = f"t{i}-p{p}-c{c}"
+                    prefix_loop.prefixes[episode_id] = prefix_at(trajectory, cut, decode)
+                    where[episode_id] = (i, quarter, cut)
+                    task = tasks[int(trajectory.metadata["task"])]
+                    jobs.append((episode_id, task, {"probe": episode_id}))
+        endings = prefix_loop.run(jobs)
+    finally:
+        loop.close()
+    sampled_s = time.perf_counter() - started
+
+    gamma, pad = config.algo.gamma, tokenizer.pad_token_id
+    token_returns = []
+    for trajectory in recorded:
+        returns = returns_of(trajectory, gamma, pad)
+        token_returns.append([returns[t] for t in action_positions(trajectory)])
+    grouped: dict[tuple[int, int, int], list[float]] = {}
+    for ending in endings:
+        i, quarter, cut = where[ending.metadata["probe"]]
+        grouped.setdefault((i, quarter, cut), []).append(returns_of(ending, gamma, pad)[cut])
+    probes = [Probe(i, q, tuple(r)) for (i, q, _), r in grouped.items() if len(r) >= 2]
+    result = oracle_explained_variance(token_returns, probes)
+    if critic is not None:
+        result |= critic_report(critic, recorded, gamma, pad)
+    # A check on the replay: endings drawn from the policy's own prefixes succeed, on average,
+    # as often as the recorded trajectories did.
+    result["ending_return_mean"] = {
+        name: sum(sum(p.returns) / len(p.returns) for p in probes if p.quarter == q)
+        / max(sum(p.quarter == q for p in probes), 1)
+        for q, name in enumerate(QUARTERS)
+    }
+    low, high = bootstrap_interval(token_returns, probes, seed=args.seed)
+    print(
+        json.dumps(
+            {
+                "policy": args.policy,
+                "checkpoint": args.checkpoint,
+                "env": args.env,
+                "trajectories": len(recorded),
+                "reward_mean": sum(t.reward for t in recorded) / len(recorded),
+                "action_tokens_mean": sum(map(len, token_returns)) / len(token_returns),
+                "probes": len(probes),
+                "endings": len(endings),
+                "sampled_s": round(sampled_s, 1),
+                **result,
+                "ev_oracle_95": [low, high],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
