@@ -10,7 +10,8 @@ Two answers, both on fresh tasks, to read beside the `critic/vf_explained_var` a
   training, as in value pretraining) fitted to Monte-Carlo returns on the trajectories of 3/4 of
   the tasks for `--steps` optimizer steps, its explained variance measured on the other 1/4 of the
   tasks every `--every` steps: pooled over action tokens (the learner's measure), at each
-  trajectory's first action token (where it knows only the prompt) and at its last.
+  trajectory's first action token (where it knows only the prompt) and at its last. (The fit runs
+  in chunks of `--every` steps, each with a fresh Adam state.)
 
 The online critic of a run faces a moving policy, K=2 updates per batch and fresh prompts; a
 critic fitted here to a fixed policy on many more trajectories bounds what that one can reach with
@@ -155,8 +156,13 @@ def main() -> None:
     }
     critic = ValueModel.from_policy(policy)
     critic.eval()
-    for done in range(args.every, args.steps + 1, args.every):
-        pretrain_value(critic, train, config, tokenizer.pad_token_id, progress=False)
+    for chunk, done in enumerate(range(args.every, args.steps + 1, args.every)):
+        # Each call starts a fresh optimizer and shuffle; a new seed per call makes the next
+        # chunk draw other mini-batches when `--every` steps are less than an epoch.
+        chunk_config = config.model_copy(
+            update={"train": config.train.model_copy(update={"seed": args.seed + chunk})}
+        )
+        pretrain_value(critic, train, chunk_config, tokenizer.pad_token_id, progress=False)
         row = {"steps": done, **held_out_report(critic, held_out, config, tokenizer.pad_token_id)}
         result["curve"].append(row)  # type: ignore[union-attr]
         print(json.dumps(row), flush=True)
