@@ -37,7 +37,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,6 +207,11 @@ class PrefixAgentLoop(AgentLoop):
         )
         params = SamplingParams(self.sampling.temperature, self.sampling.top_p, room)
         stop_ids, stop_strings = self._stops(env)
+        if stop_strings:
+            raise RuntimeError(
+                f"the tags {stop_strings} are not single tokens of this tokenizer: a stop string "
+                "spanning the cut would go unseen, so endings cannot be sampled mid-turn"
+            )
         self.engine.submit(
             episode_id, list(recorded.token_ids[: prefix.cut]), params, stop_ids, stop_strings
         )
@@ -242,7 +247,11 @@ def prefix_at(trajectory: Trajectory, cut: int, decode: Any) -> Prefix:
 
 
 def critic_report(
-    critic: ValueModel, trajectories: Sequence[Trajectory], gamma: float, pad_token_id: int
+    critic: ValueModel,
+    trajectories: Sequence[Trajectory],
+    gamma: float,
+    pad_token_id: int,
+    token_name: Callable[[int], str],
 ) -> dict[str, Any]:
     """The critic's explained variance of Monte-Carlo returns over the trajectories' action tokens
     (the learner's measure), and by quarter of each trajectory's action tokens with the pooled
@@ -260,7 +269,34 @@ def critic_report(
     for q, name in enumerate(QUARTERS):
         errors = (returns - values)[m & (quarter == q)].double()
         by_quarter[name] = float(1.0 - errors.var(unbiased=False) / pooled_var)
-    return {"critic_ev": explained_variance(values, returns, mask), "critic_by_quarter": by_quarter}
+    return {
+        "critic_ev": explained_variance(values, returns, mask),
+        "critic_by_quarter": by_quarter,
+        "by_first_action_token": by_first_action_token(trajectories, values, token_name),
+    }
+
+
+def by_first_action_token(
+    trajectories: Sequence[Trajectory], values: torch.Tensor, token_name: Callable[[int], str]
+) -> dict[str, dict[str, float]]:
+    """Per first action token id (the policy's opening move, e.g. a tool call or an answer), of
+    the trajectories that open with it: how many, their mean outcome, and the critic's mean value
+    over their later action tokens (what it learnt of that opening)."""
+    groups: dict[int, list[tuple[float, float]]] = {}
+    for row, trajectory in enumerate(trajectories):
+        positions = action_positions(trajectory)
+        later = values[row, positions[1:]]
+        value = float(later.mean()) if len(later) else math.nan
+        opening = trajectory.token_ids[positions[0]]
+        groups.setdefault(opening, []).append((trajectory.reward, value))
+    return {
+        token_name(token): {
+            "n": len(rows),
+            "reward_mean": sum(r for r, _ in rows) / len(rows),
+            "critic_value_mean": sum(v for _, v in rows) / len(rows),
+        }
+        for token, rows in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    }
 
 
 def main() -> None:
@@ -345,7 +381,7 @@ def main() -> None:
     probes = [Probe(i, q, tuple(r)) for (i, q, _), r in grouped.items() if len(r) >= 2]
     result = oracle_explained_variance(token_returns, probes)
     if critic is not None:
-        result |= critic_report(critic, recorded, gamma, pad)
+        result |= critic_report(critic, recorded, gamma, pad, tokenizer.convert_ids_to_tokens)
     # A check on the replay: endings drawn from the policy's own prefixes succeed, on average,
     # as often as the recorded trajectories did.
     result["ending_return_mean"] = {

@@ -4,8 +4,10 @@ variance left at probed prefixes."""
 import random
 
 import pytest
+import torch
 
 from repo_scripts import load_script
+from sao.trajectory import Trajectory
 
 value_oracle = load_script("value_oracle")
 Probe = value_oracle.Probe
@@ -67,3 +69,19 @@ def test_the_interval_brackets_the_estimate():
 def test_no_probe_is_refused():
     with pytest.raises(ValueError, match="no probes"):
         value_oracle.oracle_explained_variance([[1.0, 0.0]], [])
+
+
+def test_openings_are_grouped_with_their_outcome_and_the_critics_later_values():
+    def trajectory(ids: list[int], reward: float) -> Trajectory:
+        mask = [0] + [1] * (len(ids) - 1)
+        return Trajectory(ids, mask, [-0.1] * len(ids), [0] * len(ids), reward)
+
+    trajectories = [trajectory([5, 7, 8, 9], 1.0), trajectory([5, 6, 8], 0.0)]
+    trajectories.append(trajectory([5, 7, 9, 9], 0.0))
+    values = torch.tensor([[0.0, 0.5, 0.6, 0.8], [0.0, 0.5, 0.1, 0.0], [0.0, 0.5, 0.4, 0.6]])
+    groups = value_oracle.by_first_action_token(trajectories, values, lambda t: f"tok{t}")
+    assert list(groups) == ["tok7", "tok6"]
+    assert groups["tok7"]["n"] == 2
+    assert groups["tok7"]["reward_mean"] == pytest.approx(0.5)
+    assert groups["tok7"]["critic_value_mean"] == pytest.approx((0.7 + 0.5) / 2)
+    assert groups["tok6"]["critic_value_mean"] == pytest.approx(0.1)
