@@ -268,7 +268,10 @@ def critic_report(
     by_quarter = {}
     for q, name in enumerate(QUARTERS):
         errors = (returns - values)[m & (quarter == q)].double()
-        by_quarter[name] = float(1.0 - errors.var(unbiased=False) / pooled_var)
+        undefined = pooled_var <= 0 or len(errors) == 0
+        by_quarter[name] = (
+            math.nan if undefined else float(1 - errors.var(unbiased=False) / pooled_var)
+        )
     return {
         "critic_ev": explained_variance(values, returns, mask),
         "critic_by_quarter": by_quarter,
@@ -323,14 +326,19 @@ def main() -> None:
     )
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
-    policy, tokenizer = load_policy(args.policy)
-    critic = None
-    if args.checkpoint:
-        state, _ = load_checkpoint(Path(args.checkpoint))
-        policy.load_state_dict(state["policy"])
-        critic = ValueModel.from_policy(policy)
-        critic.load_state_dict(state["critic"])
-        critic.eval()
+    try:
+        policy, tokenizer = load_policy(args.policy)
+        critic = None
+        if args.checkpoint:
+            state, _ = load_checkpoint(Path(args.checkpoint))
+            if state.get("critic") is None:
+                raise ValueError(f"{args.checkpoint}: the run trained no critic")
+            policy.load_state_dict(state["policy"])
+            critic = ValueModel.from_policy(policy)
+            critic.load_state_dict(state["critic"])
+            critic.eval()
+    except (OSError, ValueError, RuntimeError, KeyError) as err:
+        parser.error(str(err).splitlines()[0] if str(err) else type(err).__name__)
     tasks = make_task_source(config.env.name, **config.env.task_options).train(
         args.trajectories, args.seed + _SEED_OFFSET
     )
