@@ -48,12 +48,10 @@ from sao.agent_setup import build_agent_loop
 from sao.config import load_config
 from sao.core.advantages import token_gae
 from sao.core.metrics import explained_variance
-from sao.envs.base import Task
 from sao.envs.registry import make_task_source
 from sao.models.critic import ValueModel
 from sao.models.policy import load_policy
-from sao.rollout.agent_loop import AgentLoop, Episode
-from sao.rollout.requests import Completion, SamplingParams
+from sao.rollout.prefix_loop import PrefixAgentLoop, prefix_at
 from sao.runtime.checkpoints import load_checkpoint
 from sao.trajectory import Trajectory, collate
 
@@ -152,82 +150,6 @@ def bootstrap_interval(
     return values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]
 
 
-@dataclass(frozen=True)
-class Prefix:
-    """Where an ending starts: the recorded trajectory cut before action token `cut`, which lies
-    in the turn that starts at `turn_start` after the actions `replay` (their decoded text)."""
-
-    trajectory: Trajectory
-    cut: int
-    turn_start: int
-    replay: tuple[str, ...]
-
-
-class PrefixAgentLoop(AgentLoop):
-    """An agent loop whose episodes begin part-way through a recorded trajectory.
-
-    `start` rebuilds the episode's environment by stepping it through the recorded earlier
-    actions (refusing one whose observations differ from the recorded ones), then samples the
-    rest of the cut turn after its recorded part; the turn's text reaches the environment whole,
-    the recorded part included. Tool tags must be single tokens (the tiny default's), since a
-    stop string spanning the cut would go unseen.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.prefixes: dict[str, Prefix] = {}
-        self._recorded_part: dict[str, Completion] = {}
-
-    def start(self, episode_id: str, task: Task, metadata: dict[str, Any] | None = None) -> None:
-        prefix = self.prefixes.pop(episode_id)
-        recorded = prefix.trajectory
-        env = self.env_factory()
-        env.reset(task)
-        episode = Episode(episode_id, task, env, {"task_id": task.task_id, **(metadata or {})})
-        turn_ends = [e for _, e in recorded.turn_spans]
-        for k, text in enumerate(prefix.replay):
-            result = env.step(text)
-            observed = self.renderer.observation_ids(result.observation)
-            end, next_start = turn_ends[k], recorded.turn_spans[k + 1][0]
-            if result.done or list(recorded.token_ids[end:next_start]) != observed:
-                raise RuntimeError(f"{episode_id}: the environment did not replay turn {k}")
-        episode.append_inserted(list(recorded.token_ids[: prefix.turn_start]))
-        self._episodes[episode_id] = episode
-        span = slice(prefix.turn_start, prefix.cut)
-        self._recorded_part[episode_id] = Completion(
-            episode_id,
-            list(recorded.token_ids[span]),
-            list(recorded.rollout_logprobs[span]),
-            list(recorded.policy_versions[span]),
-            "stop",
-        )
-        room = min(
-            self.sampling.max_new_tokens - (prefix.cut - prefix.turn_start),
-            self.max_tokens - prefix.cut,
-        )
-        params = SamplingParams(self.sampling.temperature, self.sampling.top_p, room)
-        stop_ids, stop_strings = self._stops(env)
-        if stop_strings:
-            raise RuntimeError(
-                f"the tags {stop_strings} are not single tokens of this tokenizer: a stop string "
-                "spanning the cut would go unseen, so endings cannot be sampled mid-turn"
-            )
-        self.engine.submit(
-            episode_id, list(recorded.token_ids[: prefix.cut]), params, stop_ids, stop_strings
-        )
-
-    def _on_action(self, episode: Episode, completion: Completion) -> None:
-        part = self._recorded_part.pop(episode.episode_id, None)
-        if part is not None:
-            completion = dataclasses.replace(
-                completion,
-                token_ids=part.token_ids + completion.token_ids,
-                logprobs=part.logprobs + completion.logprobs,
-                versions=part.versions + completion.versions,
-            )
-        super()._on_action(episode, completion)
-
-
 def returns_of(trajectory: Trajectory, gamma: float, pad_token_id: int) -> list[float]:
     """The Monte-Carlo return at every token (lambda 1), as the learner's value targets."""
     batch = collate([trajectory], pad_token_id)
@@ -237,13 +159,6 @@ def returns_of(trajectory: Trajectory, gamma: float, pad_token_id: int) -> list[
 
 def action_positions(trajectory: Trajectory) -> list[int]:
     return [i for i, m in enumerate(trajectory.action_mask) if m]
-
-
-def prefix_at(trajectory: Trajectory, cut: int, decode: Any) -> Prefix:
-    """The prefix before action token `cut`."""
-    turn = next(k for k, (s, e) in enumerate(trajectory.turn_spans) if s <= cut < e)
-    replay = tuple(decode(list(trajectory.token_ids[s:e])) for s, e in trajectory.turn_spans[:turn])
-    return Prefix(trajectory, cut, trajectory.turn_spans[turn][0], replay)
 
 
 def critic_report(
@@ -372,7 +287,10 @@ def main() -> None:
                     where[episode_id] = (i, quarter, cut)
                     task = tasks[int(trajectory.metadata["task"])]
                     jobs.append((episode_id, task, {"probe": episode_id}))
-        endings = prefix_loop.run(jobs)
+        try:
+            endings = prefix_loop.run(jobs)
+        except (ValueError, RuntimeError) as err:
+            parser.error(str(err))
     finally:
         loop.close()
     sampled_s = time.perf_counter() - started
