@@ -15,7 +15,8 @@ identical). The endings' unbiased return variance estimates `Var(G_t | s_t)`; ea
 probes stand for all its action tokens. An interval comes from resampling trajectories.
 
 Beside it, the same estimate by where the probed token lies in its trajectory (quarters of its
-action tokens), with `Var(G_t)` as the denominator throughout: it shows when the outcome is
+action tokens; there each probe counts alike, where the pooled figure weighs each trajectory by
+its tokens), with `Var(G_t)` as the denominator throughout: it shows when the outcome is
 decided. With `--checkpoint` (a run's `checkpoints/step_N`) the policy and critic are the
 checkpoint's, and the critic's own explained variance on the same trajectories is reported
 beside the ceiling, measured as the learner measures it. Example (calc, the warm start, a default
