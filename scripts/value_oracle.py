@@ -50,6 +50,7 @@ from sao.config import load_config
 from sao.core.advantages import token_gae
 from sao.core.metrics import explained_variance
 from sao.envs.registry import make_task_source
+from sao.learner.value_pretrain import monte_carlo_returns
 from sao.models.critic import ValueModel
 from sao.models.policy import load_policy
 from sao.rollout.prefix_loop import PrefixAgentLoop, prefix_at
@@ -149,13 +150,6 @@ def bootstrap_interval(
             values.append(oracle_explained_variance(returns, renamed)["ev_oracle"])
     values.sort()
     return values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]
-
-
-def returns_of(trajectory: Trajectory, gamma: float, pad_token_id: int) -> list[float]:
-    """The Monte-Carlo return at every token (lambda 1), as the learner's value targets."""
-    batch = collate([trajectory], pad_token_id)
-    _, returns = token_gae(batch.rewards, torch.zeros_like(batch.rewards), batch.action_mask, gamma)
-    return returns[0].tolist()
 
 
 def action_positions(trajectory: Trajectory) -> list[int]:
@@ -299,12 +293,14 @@ def main() -> None:
     gamma, pad = config.algo.gamma, tokenizer.pad_token_id
     token_returns = []
     for trajectory in recorded:
-        returns = returns_of(trajectory, gamma, pad)
+        returns = monte_carlo_returns(trajectory, gamma).tolist()
         token_returns.append([returns[t] for t in action_positions(trajectory)])
     grouped: dict[tuple[int, int, int], list[float]] = {}
     for ending in endings:
         i, quarter, cut = where[ending.metadata["probe"]]
-        grouped.setdefault((i, quarter, cut), []).append(returns_of(ending, gamma, pad)[cut])
+        grouped.setdefault((i, quarter, cut), []).append(
+            float(monte_carlo_returns(ending, gamma)[cut])
+        )
     probes = [Probe(i, q, tuple(r)) for (i, q, _), r in grouped.items() if len(r) >= 2]
     result = oracle_explained_variance(token_returns, probes)
     if critic is not None:
