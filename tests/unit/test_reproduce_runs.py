@@ -402,3 +402,15 @@ def test_a_failure_stops_the_runs_still_training(tmp_path):
     with pytest.raises(RuntimeError, match="sao_k1 failed"):
         claim_c_in_two_workers(tmp_path, hang_or_fail_in_worker)
     assert (tmp_path / "sao_started").exists() and not (tmp_path / "sao_finished").exists()
+
+
+def test_the_published_report_is_what_its_json_renders_to(tmp_path):
+    # docs/reproduce/report.md is generated from report.json (`python -m sao.reproduce.refresh`):
+    # an edit made to the markdown alone would vanish at the next refresh.
+    from sao.reproduce.refresh import refresh
+
+    published = Path(__file__).resolve().parents[2] / "docs" / "reproduce"
+    copy = tmp_path / "report.json"
+    copy.write_text((published / "report.json").read_text())
+    refresh(copy)
+    assert (tmp_path / "report.md").read_text() == (published / "report.md").read_text()
