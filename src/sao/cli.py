@@ -178,6 +178,19 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--model", required=True, help="the policy directory the server served")
     export.add_argument("--out", required=True, help="new policy directory to write")
 
+    gguf = sub.add_parser(
+        "import-gguf", help="write a GGUF file (llama.cpp, Ollama) as a Hugging Face checkpoint"
+    )
+    _add_common_flags(gguf)
+    gguf.add_argument("file", help="the .gguf file")
+    gguf.add_argument("--out", required=True, help="new checkpoint directory to write")
+    gguf.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="weights' dtype in the checkpoint (default: float32, what the learner trains)",
+    )
+
     presets = sub.add_parser("presets", help="list the presets (SAO and its baselines)")
     _add_common_flags(presets)
 
@@ -310,6 +323,8 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         return run_serve_command(config, args)
     if args.command == "export":
         return _export(args, prog)
+    if args.command == "import-gguf":
+        return _import_gguf(args, prog)
     if args.command == "simulate":
         from sao.serve.cli import run_simulate_command
 
@@ -399,7 +414,8 @@ def _checkpoint_and_its_model(run: Path, step: int, config: SAOConfig) -> tuple[
         checkpoint = checkpoint_dir(run, step)
     except ValueError as err:
         raise ConfigError(f"--step {step}: {err}") from None
-    if (run / "policy" / "config.json").is_file():
+    # A LoRA run's checkpoints hold adapters of the model it started from, not of its result.
+    if not config.model.lora.rank and (run / "policy" / "config.json").is_file():
         return checkpoint, check_policy_dir(run / "policy", "--run")
     start = config.model.path or config.warm_start_dir()
     return checkpoint, check_policy_dir(start, "the run's starting policy")
@@ -416,6 +432,30 @@ def _export(args: argparse.Namespace, prog: str) -> int:
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
     print(f"{prog}: policy version {version} written to {out}", file=sys.stderr)
+    return 0
+
+
+def _import_gguf(args: argparse.Namespace, prog: str) -> int:
+    from sao.models.gguf_import import GGUFImportError, check_gguf_file, check_output
+
+    try:
+        check_gguf_file(args.file)
+        check_output(args.out)
+        check_output_dir(args.out, "--out")
+        from sao.models.gguf_import import import_gguf  # torch loads only after the checks
+
+        imported = import_gguf(args.file, args.out, args.dtype)
+    except GGUFImportError as err:
+        print(f"{prog}: {err}", file=sys.stderr)
+        return 2
+    template = "its chat template" if imported.has_chat_template else "no chat template"
+    print(
+        f"{prog}: {imported.architecture}, {imported.parameters / 1e6:.1f}M parameters, "
+        f"vocabulary {imported.vocab_size}, {imported.dtype}, {template}; "
+        f"logits equal the GGUF load's (max gap {imported.max_logit_gap:.2g}); "
+        f"written to {imported.out}",
+        file=sys.stderr,
+    )
     return 0
 
 
