@@ -51,11 +51,35 @@ class _Section(BaseModel):
     )
 
 
+class LoraConfig(_Section):
+    """LoRA adapters (`sao.models.lora`, needs the `lora` extra): the policy trains adapters on
+    `target_modules`; the critic trains its own adapters on those outside attention, plus its
+    value head, over the same frozen base weights."""
+
+    rank: int = Field(0, ge=0, le=4096)
+    """Adapter rank r; 0 trains every weight (full fine-tuning)."""
+    alpha: float = Field(16.0, gt=0.0)
+    """Adapter scale numerator: the update is `(alpha / rank) * B @ A`."""
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    """Names of the linear modules that get adapters (the critic skips those in attention)."""
+
+    @field_validator("target_modules")
+    @classmethod
+    def _some_targets(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("must name at least one module")
+        return value
+
+
 class ModelConfig(_Section):
     path: str | None = None
     """Local path of an HF causal LM (+ tokenizer) to start from; None: the warm-start checkpoint."""
     warm_start_dir: str = "checkpoints/warm_start_{env}"
     """Where `sao sft` writes (and `sao train` looks for) the warm-start policy; `{env}` expands."""
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    """LoRA adapters instead of full fine-tuning (rank > 0)."""
 
 
 class LatencyConfig(_Section):
@@ -366,6 +390,11 @@ class SAOConfig(_Section):
             raise ValueError("rollout.group_size: group advantages need group_size >= 2")
         if self.train.learner_ranks > 1:
             _check_learner_ranks(self.train)
+            if self.model.lora.rank:
+                raise ValueError(
+                    f"model.lora.rank={self.model.lora.rank}: LoRA trains in one learner "
+                    f"process; set train.learner_ranks=1 (got {self.train.learner_ranks})"
+                )
         if self.train.eval_every_s is not None and self.train.backend != "local":
             raise ValueError(
                 "train.eval_every_s: only the local backend can pause its rollouts for an eval "

@@ -276,6 +276,7 @@ def run_eval_command(
     the architecture and tokenizer. The caller has checked the paths (`sao.preflight`); nothing
     here runs before that.
     """
+    from sao.models.lora import with_weights
     from sao.models.policy import load_policy
 
     env = config.env.name
@@ -287,7 +288,7 @@ def run_eval_command(
     def score(path: str | Path, state: dict[str, Any] | None = None) -> dict[str, Any]:
         policy, tokenizer = load_policy(path)
         if state is not None:
-            policy.load_state_dict(state)
+            policy = with_weights(policy, state, config.model.lora)
         return evaluate(policy, tokenizer, config, n, seed=seed, samples=samples, progress=True)
 
     result = score(model, weights)

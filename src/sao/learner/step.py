@@ -55,6 +55,12 @@ from sao.learner.sharding import (
     optimizer_state,
 )
 from sao.models.critic import ValueModel, attention_parameter_names, freeze_modules
+from sao.models.lora import (
+    adapter_state_dict,
+    has_adapters,
+    load_adapter_state,
+    merged_state_dict,
+)
 from sao.models.packed_attention import use_packed_attention
 from sao.models.policy import token_logprobs_and_entropy
 from sao.trajectory import Batch, Trajectory, collate
@@ -105,6 +111,7 @@ class Learner:
         self.pack = pack
         self.version = 0
         self.skipped_steps = {"actor": 0, "critic": 0}
+        self.lora = has_adapters(policy)
         self.actor_optimizer = build_optimizer(trainable_parameters(policy), config.actor)
 
         self.critic: ValueModel | None = None
@@ -347,7 +354,10 @@ class Learner:
         return Batch(**moved)
 
     def policy_state_dict(self) -> dict[str, Tensor]:
-        """A detached CPU copy of the policy's weights, safe to publish while training goes on."""
+        """A detached CPU copy of the policy's weights, safe to publish while training goes on
+        (with LoRA, the plain model's weights with the adapters merged in)."""
+        if self.lora:
+            return merged_state_dict(self.policy)
         return full_state_dict(self.policy)
 
     def state_dict(self) -> dict[str, Any]:
@@ -360,18 +370,21 @@ class Learner:
         place) would otherwise keep changing inside it as training goes on.
         """
         critic, critic_optimizer = self.critic, self.critic_optimizer
+        # With LoRA only the adapters (and the value head) train: the base is model.path's.
+        weights = adapter_state_dict if self.lora else full_state_dict
         state = {
             "version": self.version,
             "skipped_steps": dict(self.skipped_steps),
-            "policy": full_state_dict(self.policy),
+            "policy": weights(self.policy),
             "actor_optimizer": optimizer_state(self.policy, self.actor_optimizer),
-            "critic": full_state_dict(critic) if critic is not None else None,
+            "critic": weights(critic) if critic is not None else None,
             "critic_optimizer": (
                 optimizer_state(critic, critic_optimizer)
                 if critic is not None and critic_optimizer is not None
                 else None
             ),
             "baseline": self.baseline.state_dict() if self.baseline is not None else None,
+            "lora": self.config.model.lora.model_dump() if self.lora else None,
         }
         return copy.deepcopy(state)
 
@@ -393,10 +406,11 @@ class Learner:
                     f"Learner.load_state_dict: the state {have} a {key!r} but this learner "
                     f"{'does not' if mine is None else 'does'}"
                 )
-        load_model_state(self.policy, state["policy"])
+        load_weights = load_adapter_state if self.lora else load_model_state
+        load_weights(self.policy, state["policy"])
         load_optimizer_state(self.policy, self.actor_optimizer, state["actor_optimizer"])
         if self.critic is not None and self.critic_optimizer is not None:
-            load_model_state(self.critic, state["critic"])
+            load_weights(self.critic, state["critic"])
             load_optimizer_state(self.critic, self.critic_optimizer, state["critic_optimizer"])
         if self.baseline is not None:
             self.baseline.load_state_dict(state["baseline"])

@@ -21,9 +21,10 @@ from sao.core.advantages import token_gae
 from sao.core.losses import value_loss
 from sao.core.metrics import explained_variance
 from sao.learner.chunking import PackingCost, packed_forward, packing_cost_for
-from sao.learner.optim import apply_gradients, build_optimizer
+from sao.learner.optim import apply_gradients, build_optimizer, trainable_parameters
 from sao.learner.precision import enable_gradient_checkpointing, mixed_precision_forward
 from sao.models.critic import ValueModel
+from sao.models.lora import has_adapters
 from sao.models.packed_attention import use_packed_attention
 from sao.trajectory import Trajectory, collate
 
@@ -44,7 +45,8 @@ def pretrain_value(
 ) -> list[dict[str, float]]:
     """Train `critic` on Monte-Carlo returns; return the curve, one dict per optimizer step.
 
-    Every critic parameter trains here, whatever `config.critic.freeze` says (the freeze applies
+    Every critic parameter trains here (with LoRA, every adapter and the head: the base is the
+    policy's), whatever `config.critic.freeze` says (the freeze applies
     during RL, where `Learner` sets it). The value head starts near zero and must learn a new
     output the language-model features were never shaped for; the attention that reads the
     prompt is what predicts its return, so cold-start fitting uses the full model, while during
@@ -96,9 +98,11 @@ def pretrain_value(
     )
 
     was_trainable = {name: p.requires_grad for name, p in critic.named_parameters()}
-    for param in critic.parameters():
+    # A LoRA critic's base is the policy's own tensors: only its adapters and head may move.
+    trained = trainable_parameters(critic) if has_adapters(critic) else list(critic.parameters())
+    for param in trained:
         param.requires_grad_(True)
-    optimizer = build_optimizer(critic.parameters(), config.critic.optim)
+    optimizer = build_optimizer(trained, config.critic.optim)
     generator = torch.Generator().manual_seed(config.train.seed)
     batch_size = min(pretrain.batch_size, len(trajectories))
     steps_per_epoch = len(trajectories) // batch_size

@@ -34,7 +34,7 @@ from sao.envs.registry import registration_for
 from sao.evaluation import evaluate
 from sao.faults import pause_point
 from sao.learner.step import Learner
-from sao.models.critic import ValueModel
+from sao.models.lora import models_to_train, plain_copy
 from sao.models.policy import load_policy, save_policy
 from sao.runtime.backends import Backend, LearnerHandle, make_backend
 from sao.runtime.checkpoints import load_latest_checkpoint, save_checkpoint
@@ -108,7 +108,7 @@ def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
     try:
         backend = make_backend(
             config,
-            run.learner.policy,
+            plain_copy(run.learner.policy),
             run.tokenizer,
             version=run.learner.version,
             start_index=backlog.start_index,
@@ -175,7 +175,7 @@ def _begin(
     policy, tokenizer = load_policy(ensure_policy(config, progress))
     clock.beat()
     checkpoint = load_latest_checkpoint(run_dir) if resume else None
-    critic = ValueModel.from_policy(policy) if config.critic.enabled else None
+    policy, critic = models_to_train(policy, config.model.lora, config.critic.enabled)
     value_pretrain_s = 0.0
     if checkpoint is None and critic is not None and config.critic.pretrain.num_trajectories:
         pause_point("value-pretraining")
@@ -442,8 +442,8 @@ class _Pace:
 def _finish(run: Run, in_flight: int) -> dict[str, Any]:
     """Save the trained policy (like a warm start: `sao eval --model RUN_DIR/policy`, or another
     run's `model.path`), then plots and `summary.json`."""
-    policy = run.learner.policy
-    save_policy(policy, run.tokenizer, run.run_dir / "policy")
+    # A plain checkpoint, adapters merged, that transformers and `sao eval --model` load as is.
+    save_policy(plain_copy(run.learner.policy), run.tokenizer, run.run_dir / "policy")
     return write_report(
         run.config, run.run_dir, run.record, run.registration, run.clock.total_s(), in_flight
     )

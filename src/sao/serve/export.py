@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from sao.config import LoraConfig
+from sao.models.lora import with_weights
 from sao.models.policy import load_policy, save_policy
 
 
@@ -55,10 +57,16 @@ def export_policy(db_path: Path, model_path: Path, out: Path) -> int:
     state = torch.load(checkpoint, map_location="cpu", weights_only=False)
     model, tokenizer = load_policy(model_path)
     policy = state["learner"]["policy"]
-    mismatch = _mismatch(model.state_dict(), policy)
-    if mismatch:
-        raise ValueError(f"--model: the checkpoint's weights do not fit this model ({mismatch})")
-    model.load_state_dict(policy)
+    lora = state["learner"].get("lora")
+    if lora is not None:
+        model = with_weights(model, policy, LoraConfig(**lora))
+    else:
+        mismatch = _mismatch(model.state_dict(), policy)
+        if mismatch:
+            raise ValueError(
+                f"--model: the checkpoint's weights do not fit this model ({mismatch})"
+            )
+        model.load_state_dict(policy)
     save_policy(model, tokenizer, out)
     return version
 

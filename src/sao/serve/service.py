@@ -22,7 +22,7 @@ from sao.config import SAOConfig
 from sao.envs import make_env
 from sao.learner.precision import model_on_device
 from sao.learner.step import Learner
-from sao.models.critic import ValueModel
+from sao.models.lora import models_to_train, plain_copy
 from sao.models.policy import load_policy
 from sao.preflight import check_policy_dir
 from sao.rollout.factory import make_engine
@@ -123,14 +123,14 @@ def build_service(
     renderer = MessageRenderer(tokenizer, tool_call_format(tool_parser_name(config, tokenizer)))
     stop_ids, stop_strings = reply_stops(config, tokenizer, renderer.layout)
     store = Store(db_path)
-    critic = ValueModel.from_policy(policy) if config.critic.enabled else None
+    policy, critic = models_to_train(policy, config.model.lora, config.critic.enabled)
     learner = Learner(policy, config, critic, pad_token_id=tokenizer.pad_token_id)
     latest = store.latest_checkpoint()
     warmup_done = load_checkpoint(latest.path, learner) if latest is not None else 0
     seq = latest.seq if latest is not None else 0
     engine = make_engine(
         config.rollout.engine,
-        model_on_device(learner.policy, config.rollout.engine_device),
+        model_on_device(plain_copy(learner.policy), config.rollout.engine_device),
         tokenizer,
         max_batch=(limits or default_limits(config)).max_concurrent,
         precision=config.rollout.precision,
