@@ -32,6 +32,7 @@ from sao.preflight import (
     check_output_file,
     check_policy_dir,
     check_trainable,
+    learning_rate_warning,
 )
 
 
@@ -292,6 +293,8 @@ def _check_config(config: SAOConfig, prog: str) -> None:
     check_engine(config)
     if config.model.path:
         check_policy_dir(config.model.path, "model.path")
+    if config.model.warm_start_from:
+        check_policy_dir(config.model.warm_start_from, "model.warm_start_from")
     for line in algorithm_overrides(config):
         print(f"{prog}: warning: {line}", file=sys.stderr)
 
@@ -320,6 +323,7 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         check_trainable(config)
         check_one_learner_process(config, "sao serve")
         check_policy_dir(args.model, "--model")
+        _warn_of_tiny_rates(config, args.model, prog)
         return run_serve_command(config, args)
     if args.command == "export":
         return _export(args, prog)
@@ -358,7 +362,7 @@ def _sft(args: argparse.Namespace, prog: str) -> int:
         out,
         config.sft,
         seed=seed,
-        model_path=config.model.path or None,
+        model_path=config.model.path or config.model.warm_start_from or None,
         env_options=config.env.options,
     )
     return 0
@@ -484,9 +488,16 @@ def _train(args: argparse.Namespace, prog: str) -> int:
     config = _config_from(args, prog, extra)
     check_trainable(config)
     check_output_dir(config.run_dir(), "--out" if args.out else "train.out")
+    _warn_of_tiny_rates(config, config.model.path or config.model.warm_start_from, prog)
     from sao.runtime.launch import run_train_command  # torch loads only after every check passed
 
     return run_train_command(config)
+
+
+def _warn_of_tiny_rates(config: SAOConfig, model: str | None, prog: str) -> None:
+    line = learning_rate_warning(config, model)
+    if line:
+        print(f"{prog}: warning: {line}", file=sys.stderr)
 
 
 def _refuse_with(args: argparse.Namespace, flag: str, why: str) -> None:

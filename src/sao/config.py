@@ -78,6 +78,10 @@ class ModelConfig(_Section):
     """Local path of an HF causal LM (+ tokenizer) to start from; None: the warm-start checkpoint."""
     warm_start_dir: str = "checkpoints/warm_start_{env}"
     """Where `sao sft` writes (and `sao train` looks for) the warm-start policy; `{env}` expands."""
+    warm_start_from: str | None = None
+    """Local HF checkpoint the warm start (`sao sft`, or `sao train` when it finds none at
+    `warm_start_dir`) trains from; None: the tiny default, built from scratch. `sao import-gguf`
+    writes one from a GGUF file."""
     lora: LoraConfig = Field(default_factory=LoraConfig)
     """LoRA adapters instead of full fine-tuning (rank > 0)."""
 

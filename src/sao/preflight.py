@@ -46,6 +46,53 @@ def check_trainable(config: SAOConfig) -> None:
         )
 
 
+# Parameters above which a checkpoint is not the tiny default (1.8M) the default rates suit.
+_TINY_MODEL_PARAMETERS = 10_000_000
+
+
+def learning_rate_warning(config: SAOConfig, model: str | Path | None) -> str | None:
+    """One line when a pretrained-size `model` would train at the tiny model's rates.
+
+    The defaults (actor 1e-4, critic 5e-4) are tuned for the 1.8M-parameter tiny policy; on a
+    pretrained model they unlearn what it knew within a few steps (the paper trains at 1e-6 and
+    5e-6). The model is sized from its safetensors header, without loading it.
+    """
+    from sao.config import SAOConfig as Defaults
+
+    if not model:
+        return None
+    defaults = Defaults()
+    if (config.actor.lr, config.critic.optim.lr) != (defaults.actor.lr, defaults.critic.optim.lr):
+        return None
+    count = checkpoint_parameters(Path(model))
+    if count is None or count <= _TINY_MODEL_PARAMETERS:
+        return None
+    return (
+        f"{model} has {count / 1e6:.0f}M parameters and trains at the tiny "
+        f"model's rates (actor.lr={defaults.actor.lr:g}, critic.optim.lr="
+        f"{defaults.critic.optim.lr:g}); a pretrained model wants rates near the paper's 1e-6 "
+        "and 5e-6 (see examples/smollm2.yaml)"
+    )
+
+
+def checkpoint_parameters(path: Path) -> int | None:
+    """How many weights the safetensors files at `path` hold (None when it has none)."""
+    from safetensors import safe_open
+
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for file in files:
+        with safe_open(str(file), "pt") as handle:
+            for name in handle.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
+                count = 1
+                for size in handle.get_slice(name).get_shape():
+                    count *= size
+                total += count
+    return total
+
+
 def check_learner_ranks(config: SAOConfig) -> None:
     """Refuse more CUDA learner ranks than this machine has GPUs."""
     train = config.train

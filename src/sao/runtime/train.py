@@ -144,6 +144,7 @@ def ensure_policy(config: SAOConfig, progress: bool = True) -> Path:
                 path,
                 config.sft,
                 seed=config.train.seed,
+                model_path=config.model.warm_start_from,
                 progress=progress,
                 env_options=config.env.options,
             )

@@ -1,0 +1,139 @@
+"""LoRA against full fine-tuning on one model: peak memory and learner step time, side by side.
+
+Each mode runs in a fresh process (so its peak resident memory is its own): it loads the model,
+builds the policy and critic a run would (`sao.models.lora.models_to_train`), the engine's plain
+copy, a `Learner` under the given config, and takes `--steps` learner steps on synthetic calc-like
+trajectories (the policy's own log-probs, so DIS keeps every token) after one warm-up step. It
+reports the median step time, the peak RSS, and where the memory goes: the parameters held
+(policy, critic, counted once where they share), the trainable ones, the optimizer states, the
+engine's copy, and the full-vocabulary logits of one forward pass (`micro_batch_tokens x vocab`
+floats, the largest activation of a small model with a large vocabulary; its log-softmax and
+their gradients hold several more of the same size). Ratios (`lora / full`) are printed last.
+
+    python benchmarks/lora_memory.py --model checkpoints/smollm2 [--config examples/smollm2.yaml]
+        [--batch 32] [--steps 2] [--rank 8] [--set key=value ...] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MODES = ("full", "lora")
+
+
+def _bytes(tensors: object) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def measure(args: argparse.Namespace, mode: str) -> dict[str, float]:
+    """One mode, in this process: build, step, and account for memory."""
+    import torch
+
+    from sao.config import load_config
+    from sao.learner import Learner
+    from sao.models.lora import models_to_train, plain_copy
+    from sao.models.policy import load_policy
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from learner import synthetic_trajectories
+
+    torch.manual_seed(0)
+    rank = args.rank if mode == "lora" else 0
+    overrides = [f"model.path={args.model}", f"model.lora.rank={rank}", *args.overrides]
+    config = load_config("sao", args.config, overrides)
+    policy, tokenizer = load_policy(args.model)
+    vocab = len(tokenizer)
+    policy, critic = models_to_train(policy, config.model.lora, config.critic.enabled)
+    # The engine holds a plain copy in both modes (built here, so the peak includes it).
+    engine_copy = copy.deepcopy(plain_copy(policy))
+    engine_bytes = _bytes(engine_copy.parameters())
+    learner = Learner(policy, config, critic, pad_token_id=tokenizer.pad_token_id)
+    batches = [
+        synthetic_trajectories(policy, vocab, args.batch, seed=i) for i in range(args.steps + 1)
+    ]
+    times = []
+    for i, batch in enumerate(batches):
+        started = time.perf_counter()
+        learner.step(batch)
+        if i:  # the first step is a warm-up
+            times.append(time.perf_counter() - started)
+    held = {id(p): p for m in (policy, critic) if m is not None for p in m.parameters()}
+    trainable = [p for p in held.values() if p.requires_grad]
+    optimizers = [learner.actor_optimizer, learner.critic_optimizer]
+    states = [
+        t
+        for opt in optimizers
+        if opt is not None
+        for state in opt.state.values()
+        for t in state.values()
+        if torch.is_tensor(t) and t.dim() > 0
+    ]
+    tokens = sum(len(t) for t in batches[-1])
+    return {
+        "step_s": statistics.median(times),
+        "learner_tokens_per_s": tokens / statistics.median(times),
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "parameters_gb": _bytes(held.values()) / 2**30,
+        "trainable_parameters": float(sum(p.numel() for p in trainable)),
+        "gradients_gb": _bytes(trainable) / 2**30,
+        "optimizer_states_gb": _bytes(states) / 2**30,
+        "engine_copy_gb": engine_bytes / 2**30,
+        "logits_per_pass_gb": config.train.micro_batch_tokens * vocab * 4 / 2**30,
+        "batch_tokens": float(tokens),
+    }
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="a local HF checkpoint")
+    parser.add_argument("--config", help="a config file, e.g. examples/smollm2.yaml")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up")
+    parser.add_argument("--rank", type=int, default=8, help="the LoRA mode's model.lora.rank")
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--one", choices=MODES, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.one:
+        print(json.dumps(measure(args, args.one)))
+        return 0
+    argv = sys.argv[1:] if argv is None else argv
+    results = {}
+    for mode in MODES:
+        done = subprocess.run(
+            [sys.executable, __file__, *argv, "--one", mode],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode:
+            print(done.stderr, file=sys.stderr)
+            return done.returncode
+        results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    for mode, row in results.items():
+        print(mode, " ".join(f"{k}={v:.4g}" for k, v in row.items()))
+    ratios = {
+        key: results["lora"][key] / results["full"][key]
+        for key in ("peak_rss_gb", "step_s", "optimizer_states_gb")
+        if results["full"][key]
+    }
+    print("lora / full:", " ".join(f"{k}={v:.3f}" for k, v in ratios.items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps({**results, "ratios": ratios}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
