@@ -10,6 +10,7 @@ from sao.reproduce.stats import (
     REPRODUCED,
     ComparisonSpread,
     SeedsNeeded,
+    bracket_verdict,
     claim_seeds_needed,
     conjunction,
     mean_t_interval,
@@ -129,3 +130,38 @@ def test_the_search_stops_at_its_limit():
         [ComparisonSpread([-0.99, 0.01, 1.01], "greater")], max_seeds=1000
     ) == SeedsNeeded(None, INCONCLUSIVE)
     assert _needed([-0.99, 0.01, 1.01]) == SeedsNeeded(None, INCONCLUSIVE)
+
+
+# ------------------------------------------------------------ values known only within brackets
+def test_a_bracket_reproduces_only_at_its_unfavourable_end_and_refutes_only_at_its_favourable():
+    below, above, straddling = (
+        mean_t_interval([-0.30, -0.31, -0.29]),
+        mean_t_interval([0.30, 0.31, 0.29]),
+        mean_t_interval([-0.30, 0.10, 0.40]),
+    )
+    # Claimed `less`: the high ends are the unfavourable ones.
+    assert bracket_verdict(below, below, "less") == REPRODUCED
+    assert bracket_verdict(below, straddling, "less") == INCONCLUSIVE
+    assert bracket_verdict(above, above, "less") == NOT_REPRODUCED
+    assert bracket_verdict(straddling, above, "less") == INCONCLUSIVE
+    # Exact values (both ends the same interval): the plain rule.
+    for interval in (below, above, straddling):
+        assert bracket_verdict(interval, interval, "greater") == verdict(interval, "greater")
+    # An unbounded end gives no interval: it can never reproduce, the other end may refute.
+    unbounded = mean_t_interval([0.3, math.inf, 0.4])
+    assert bracket_verdict(above, unbounded, "less") == NOT_REPRODUCED
+    assert bracket_verdict(below, unbounded, "less") == INCONCLUSIVE
+
+
+def test_seeds_needed_of_a_bracket_projects_each_end_on_its_own():
+    # High ends mean 2, sd 1 (reproducing `greater` needs 4 seeds); low ends no better.
+    exact = ComparisonSpread([1.0, 2.0, 3.0], "greater")
+    bracketed = ComparisonSpread([1.0, 2.0, 3.0], "greater", refuting=[1.5, 2.5, 3.5])
+    assert (
+        claim_seeds_needed([bracketed]) == claim_seeds_needed([exact]) == SeedsNeeded(4, REPRODUCED)
+    )
+    # `less` with an unbounded high end: only the low ends can decide it, and only by refuting.
+    refuted = ComparisonSpread([0.5, math.inf, 1.5], "less", refuting=[1.0, 2.0, 3.0])
+    assert claim_seeds_needed([refuted]) == SeedsNeeded(4, NOT_REPRODUCED)
+    supportive = ComparisonSpread([0.5, math.inf, 1.5], "less", refuting=[-1.0, -2.0, -3.0])
+    assert claim_seeds_needed([supportive]) == SeedsNeeded(None, INCONCLUSIVE)

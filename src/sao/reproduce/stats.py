@@ -119,6 +119,21 @@ def verdict(interval: Interval, relation: Relation, margin: float = 0.0) -> Verd
     return NOT_REPRODUCED if refuted else INCONCLUSIVE
 
 
+def bracket_verdict(
+    favourable: Interval, unfavourable: Interval, relation: Relation, margin: float = 0.0
+) -> Verdict:
+    """The verdict of a comparison whose per-seed values are known only to lie in brackets:
+    `favourable` is the interval with every seed at the end of its bracket most favourable to
+    the claim, `unfavourable` at the least favourable end. The claim is reproduced only if even
+    the unfavourable ends reproduce it, refuted only if even the favourable ends refute it.
+    With exact values (both intervals the same) this is `verdict`."""
+    if verdict(unfavourable, relation, margin) == REPRODUCED:
+        return REPRODUCED
+    if verdict(favourable, relation, margin) == NOT_REPRODUCED:
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
 def conjunction(verdicts: Sequence[Verdict]) -> Verdict:
     """A claim made of several comparisons: all must hold; any one refuted refutes it."""
     if not verdicts:
@@ -149,11 +164,16 @@ def projected_interval(mean: float, sd: float, n: int) -> Interval:
 
 @dataclass(frozen=True)
 class ComparisonSpread:
-    """What the power analysis keeps of one comparison: its per-seed differences and claim."""
+    """What the power analysis keeps of one comparison: its per-seed differences and claim.
+
+    For bracketed values (`bracket_verdict`), `differences` are those at the end least
+    favourable to the claim, which alone can reproduce it, and `refuting` those at the most
+    favourable end, which alone can refute it; None: the values are exact."""
 
     differences: Sequence[float]
     relation: Relation
     margin: float = 0.0
+    refuting: Sequence[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,27 +185,44 @@ class SeedsNeeded:
     verdict: Verdict
 
 
+def _observed(differences: Sequence[float]) -> tuple[float, float] | None:
+    """Mean and sample SD to project from; None with fewer than 2 values or any not finite."""
+    if len(differences) < 2 or not all(math.isfinite(d) for d in differences):
+        return None
+    return sum(differences) / len(differences), sample_sd(differences)
+
+
+_NO_INTERVAL = Interval(math.nan, -math.inf, math.inf, 0)
+
+
+def _projected(observed: tuple[float, float] | None, n: int) -> Interval:
+    return _NO_INTERVAL if observed is None else projected_interval(*observed, n)
+
+
 def claim_seeds_needed(
     comparisons: Sequence[ComparisonSpread], max_seeds: int = MAX_SEEDS_SEARCHED
 ) -> SeedsNeeded:
     """Seeds needed to decide a claim made of `comparisons` at their observed means and SDs.
 
     See `POWER_METHOD`. A comparison with fewer than 2 finite differences has no spread to
-    project from, and the claim gets `SeedsNeeded(None, "inconclusive")`.
+    project from, and the claim gets `SeedsNeeded(None, "inconclusive")`; a bracketed one
+    (`ComparisonSpread.refuting`) whose unfavourable ends have no spread can only be refuted.
     """
-    observed: list[tuple[float, float, Relation, float]] = []
+    observed: list[tuple[tuple[float, float] | None, tuple[float, float] | None, Relation, float]]
+    observed = []
     for comp in comparisons:
-        if len(comp.differences) < 2 or not all(math.isfinite(d) for d in comp.differences):
+        supporting = _observed(comp.differences)
+        refuting = supporting if comp.refuting is None else _observed(comp.refuting)
+        if supporting is None and refuting is None:
             return SeedsNeeded(None, INCONCLUSIVE)
-        mean = sum(comp.differences) / len(comp.differences)
-        observed.append((mean, sample_sd(comp.differences), comp.relation, comp.margin))
+        observed.append((supporting, refuting, comp.relation, comp.margin))
     if not observed:
         return SeedsNeeded(None, INCONCLUSIVE)
     for n in range(2, max_seeds + 1):
         decided = conjunction(
             [
-                verdict(projected_interval(mean, sd, n), relation, margin)
-                for mean, sd, relation, margin in observed
+                bracket_verdict(_projected(refuting, n), _projected(supporting, n), rel, margin)
+                for supporting, refuting, rel, margin in observed
             ]
         )
         if decided != INCONCLUSIVE:
