@@ -1,9 +1,10 @@
-"""The verdict rule of `sao reproduce`, on hand-made per-seed differences."""
+"""The verdict rule of `sao reproduce`, on hand-made per-seed differences and side values."""
 
 import math
 
 import pytest
 
+from sao.reproduce.report import comparison_spread, judge_sides, seeds_needed_text
 from sao.reproduce.stats import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
@@ -13,6 +14,7 @@ from sao.reproduce.stats import (
     bracket_verdict,
     claim_seeds_needed,
     conjunction,
+    interval_text,
     mean_t_interval,
     projected_interval,
     sample_sd,
@@ -165,3 +167,37 @@ def test_seeds_needed_of_a_bracket_projects_each_end_on_its_own():
     assert claim_seeds_needed([refuted]) == SeedsNeeded(4, NOT_REPRODUCED)
     supportive = ComparisonSpread([0.5, math.inf, 1.5], "less", refuting=[-1.0, -2.0, -3.0])
     assert claim_seeds_needed([supportive]) == SeedsNeeded(None, INCONCLUSIVE)
+
+
+# ---------------------------------------------------------- missing and non-finite values
+def test_a_missing_value_leaves_a_comparison_inconclusive_and_is_never_dropped():
+    # Seeds 0, 2 and 3 alone would give an interval wholly above 0.
+    judged = judge_sides([0.71, None, 0.73, 0.78], [0.5, 0.5, 0.5, 0.5], "greater", 0.0)
+    assert judged["verdict"] == INCONCLUSIVE
+    assert judged["seeds_used"] == [0, 2, 3] and judged["seeds_missing"] == [1]
+    assert judged["ci95"] == [None, None]
+    assert judged["seeds_needed"] is None
+    assert judged["differences"] == pytest.approx([0.21, 0.23, 0.28])
+    assert judge_sides([0.71, 0.72, 0.73, 0.78], [0.5] * 4, "greater", 0.0)["verdict"] == REPRODUCED
+    # A missing value on the right side counts the same.
+    assert (
+        judge_sides([0.71, 0.72, 0.73], [0.5, None, 0.5], "greater", 0.0)["verdict"] == INCONCLUSIVE
+    )
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_value_that_is_not_finite_leaves_a_comparison_inconclusive(bad):
+    judged = judge_sides([0.71, bad, 0.73, 0.78], [0.5] * 4, "greater", 0.0)
+    assert judged["verdict"] == INCONCLUSIVE and judged["seeds_missing"] == [1]
+    assert judged["ci95"] == [None, None]
+
+
+def test_a_claim_with_a_seed_missing_gets_no_seeds_needed_figure():
+    comparison = {
+        "relation": "greater",
+        "margin": 0.0,
+        **judge_sides([0.71, None, 0.73, 0.78], [0.5] * 4, "greater", 0.0),
+    }
+    assert claim_seeds_needed([comparison_spread(comparison)]) == SeedsNeeded(None, INCONCLUSIVE)
+    assert seeds_needed_text(comparison) == "n/a (a seed has no value)"
+    assert interval_text(comparison) == "+0.240, no interval (no value at seed 1)"

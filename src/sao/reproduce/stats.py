@@ -10,7 +10,8 @@ claimed direction:
 - `not_less` with margin m (no loss beyond m): `reproduced` if the interval lies wholly above -m,
   `not reproduced` if wholly below -m, else `inconclusive`.
 
-Fewer than 2 seeds, or a seed whose value is not finite, give no interval: `inconclusive`.
+Fewer than 2 seeds, or a seed whose value is missing or not finite, give no interval:
+`inconclusive`; a seed is never dropped to make an interval.
 A claim made of several comparisons is their conjunction: `reproduced` if every one is,
 `not reproduced` if any one is, else `inconclusive`.
 
@@ -52,7 +53,9 @@ two-sided 95% Student-t interval with n - 1 degrees of freedom (n = seeds).
 - claimed `left >= right - m` (no loss beyond a margin m): **reproduced** if the interval lies
   wholly above -m, **not reproduced** if wholly below -m, otherwise **inconclusive**.
 
-Fewer than 2 seeds, or a value that is missing or not finite, gives no interval: **inconclusive**.
+Fewer than 2 seeds, or a value that is missing or not finite at any seed, gives no interval:
+**inconclusive**; a seed without a value is never dropped to make one.
+
 A claim made of several comparisons is their conjunction: **reproduced** if every comparison is,
 **not reproduced** if any one is, otherwise **inconclusive**."""
 
@@ -67,7 +70,7 @@ power guarantee: it treats the observed mean and SD as the true ones, so a fresh
 size passes only about half the time (80% power needs roughly twice the seeds, by
 ((1.96 + 0.84) / 1.96)^2), and an SD from 3 seeds is itself uncertain (its 95% range spans about
 0.5x to 6x). A mean on the wrong side of the threshold gives the seeds needed to refute; a mean
-exactly at it, or more seeds than the search allows, gives none."""
+exactly at it, more seeds than the search allows, or a seed without a value, gives none."""
 
 MAX_SEEDS_SEARCHED = 10_000
 
@@ -230,11 +233,24 @@ def claim_seeds_needed(
     return SeedsNeeded(None, INCONCLUSIVE)
 
 
+def _mean_and_interval(mean: float | None, ci95: Sequence[float | None]) -> str:
+    low, high = ci95
+    if mean is None:
+        return "no interval"
+    if low is None or high is None:
+        return f"{mean:+.3f}, no interval"
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def _seed_list(seeds: Sequence[int]) -> str:
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(str(s) for s in seeds)
+
+
 def interval_text(comparison: dict) -> str:
     """A judged comparison's mean difference and 95% interval as the report and plots print it,
-    e.g. `+0.012 [-0.031, +0.055]`; `no interval` when any of the three is missing."""
-    low, high = comparison["ci95"]
-    mean = comparison["mean_difference"]
-    if None in (mean, low, high):
-        return "no interval"
-    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+    e.g. `+0.012 [-0.031, +0.055]`; `no interval` (with the seeds that lack a value) when the
+    rule has none."""
+    text = _mean_and_interval(comparison["mean_difference"], comparison["ci95"])
+    if comparison.get("seeds_missing"):
+        text += f" (no value at {_seed_list(comparison['seeds_missing'])})"
+    return text
