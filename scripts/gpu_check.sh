@@ -18,6 +18,8 @@
 #   train_ranks   2+ GPUs (toy: 2 gloo ranks): `sao train --set train.learner_ranks=N`
 #   conformance   tests/conformance (built-in engine always, vLLM where it imports)
 #   train_vllm    where vllm imports: `sao train` on the 337M model with rollout.engine=vllm
+#   imported_full, imported_lora  where GPU_CHECK_IMPORTED names a checkpoint (`sao import-gguf`,
+#                 or its warm start): 3 steps of examples/smollm2.yaml on it, full and LoRA r=8
 #   train_default `sao train` with the defaults on cuda (toy: `--quick`, 2 steps): wall time and
 #                 held-out accuracy before and after; it gets what is left of GPU_CHECK_BUDGET_S
 #                 (default 480 s) so the whole check takes about 8 minutes on one GPU
@@ -178,6 +180,20 @@ else
         --set train.learner_device=cuda --set train.learner_precision=bf16 \
         --set train.batch_size=8 --set rollout.concurrency=8 --set train.eval_n=16 \
         --set critic.pretrain.num_trajectories=16 --set critic.pretrain.max_steps=5
+fi
+
+IMPORTED=${GPU_CHECK_IMPORTED:-}
+if [ -z "$IMPORTED" ]; then
+    skip imported_full "GPU_CHECK_IMPORTED=DIR names no checkpoint (sao import-gguf writes one)"
+    skip imported_lora "GPU_CHECK_IMPORTED=DIR names no checkpoint (sao import-gguf writes one)"
+else
+    IMPORTED_RUN=(--config examples/smollm2.yaml --steps 3 --set model.path="$IMPORTED"
+        --set train.learner_device="$DEV" --set rollout.engine_device="$DEV"
+        --set train.batch_size=8 --set rollout.concurrency=8 --set train.eval_n=16
+        --set critic.pretrain.num_trajectories=16 --set critic.pretrain.max_steps=5)
+    stage imported_full 300 train_and_row imported_full "$WORK/run_imported_full" "${IMPORTED_RUN[@]}"
+    stage imported_lora 300 train_and_row imported_lora "$WORK/run_imported_lora" "${IMPORTED_RUN[@]}" \
+        --set model.lora.rank=8
 fi
 
 if [ "$CPU" = 1 ]; then

@@ -293,7 +293,7 @@ def _check_config(config: SAOConfig, prog: str) -> None:
     check_engine(config)
     if config.model.path:
         check_policy_dir(config.model.path, "model.path")
-    if config.model.warm_start_from:
+    if config.model.warm_start_from and not config.model.path:
         check_policy_dir(config.model.warm_start_from, "model.warm_start_from")
     for line in algorithm_overrides(config):
         print(f"{prog}: warning: {line}", file=sys.stderr)

@@ -23,6 +23,8 @@ STAGES = [
     "train_ranks",
     "conformance",
     "train_vllm",
+    "imported_full",
+    "imported_lora",
     "train_default",
 ]
 
@@ -33,7 +35,11 @@ def vllm_imports() -> bool:
 
 
 def test_the_cpu_mode_prints_the_table_with_every_stage_passing(tmp_path) -> None:
-    env = {**os.environ, "PYTHON": sys.executable}
+    from gguf_files import tiny_gguf
+    from sao.models.gguf_import import import_gguf
+
+    imported = import_gguf(tiny_gguf(tmp_path / "tiny.gguf")[0], tmp_path / "imported").out
+    env = {**os.environ, "PYTHON": sys.executable, "GPU_CHECK_IMPORTED": str(imported)}
     done = subprocess.run(
         ["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--cpu", str(tmp_path / "work")],
         cwd=ROOT,
