@@ -126,11 +126,16 @@ def test_report_json_holds_each_claim_with_its_numbers_and_verdict(tmp_path, cap
     assert accuracy["sd"] == pytest.approx(0.0, abs=1e-12)
     assert report["commits"] == json.loads((tmp_path / "study.json").read_text())["commits"]
     markdown = (tmp_path / "report.md").read_text()
-    # The report opens with its summary table, paper's figure and seeds needed included.
-    assert markdown.splitlines()[2].startswith("| claim | paper")
+    # The report opens with its current answer per claim, paper's figure and seeds needed
+    # included; a claim the study did not run is listed as such.
+    assert markdown.splitlines()[2] == "## Current answer per claim"
     row_c = next(line for line in markdown.splitlines() if line.startswith("| (c) "))
     assert CLAIMS["c"].paper in row_c and "2 (then reproduced)" in row_c
     assert "final_accuracy sao - sao_k1: +0.100 [+0.100, +0.100]" in row_c
+    assert row_c.endswith("| the only study of this claim in this report |")
+    row_b = next(line for line in markdown.splitlines() if line.startswith("| (b) "))
+    assert "| **not run** |" in row_b
+    assert "## History" not in markdown  # one study: nothing it replaces
     assert markdown.index("| claim | paper") < markdown.index("Verdict rule")
     assert markdown.index("Verdict rule") < markdown.index("| seed |")
     assert (tmp_path / "plots" / "claim_a.png").stat().st_size > 0
@@ -178,9 +183,8 @@ def test_refresh_rejudges_a_report_from_its_stored_values(tmp_path, capsys):
     assert "Runs made by hand." in (tmp_path / "report.md").read_text()
 
 
-def test_claims_of_other_studies_are_judged_again_and_share_the_opening_table(tmp_path):
-    from sao.reproduce.refresh import refresh
-
+def _report_with_three_studies_of_c(tmp_path: Path) -> Path:
+    """A report of claim (c) listing two other studies of (c), the second marked current."""
     stub = StubRuns()
     other = tmp_path / "other"
     run_reproduce_command(["c"], 3, "quick", other, stub.run, stub.warm_start, progress=False)
@@ -190,25 +194,76 @@ def test_claims_of_other_studies_are_judged_again_and_share_the_opening_table(tm
     # The separate study's sao_k1 now wins on every seed: its verdict must flip on refresh.
     separate["claims"][0]["comparisons"][1]["right_values"] = [0.95, 0.96, 0.97]
     separate["claims"][0]["statement"] = "K=2 beats K=1, measured elsewhere"
+    latest = json.loads((other / "report.json").read_text())
+    latest["claims"][0] |= {"current": True, "why_current": "The latest and largest."}
+    latest["claims"][0] |= {"seeds_added_after_looking": [1, 2], "after_looking": "seed 0 read"}
     path = main_dir / "report.json"
     report = json.loads(path.read_text())
     report["other_studies"] = [
         {**separate, "file": "quick_claim_c.md", "budget": "quick", "commits": ["abc1234"]},
-        {**separate, "file": "c2.md", "budget": "full", "commits": ["def5678"], "note": "K=3"},
+        {**latest, "file": "c2.md", "budget": "full", "commits": ["def5678"], "note": "K=3"},
     ]
     path.write_text(json.dumps(report))
+    return path
 
+
+def test_claims_of_other_studies_are_judged_again_and_one_per_claim_opens_the_report(tmp_path):
+    from sao.reproduce.refresh import refresh
+
+    path = _report_with_three_studies_of_c(tmp_path)
     refreshed = refresh(path)
     (elsewhere,) = refreshed["other_studies"][0]["claims"]
     assert refreshed["other_studies"][1]["note"] == "K=3"
     assert elsewhere["verdict"] == "not reproduced"
     assert refreshed["claims"][0]["verdict"] != "not reproduced"
-    table = (main_dir / "report.md").read_text().split("\n\n")[1]
-    rows = [line for line in table.splitlines() if line.startswith("| (c)")]
-    assert len(rows) == 3
-    assert "measured elsewhere" in rows[1] and "**not reproduced**" in rows[1]
-    assert rows[1].endswith("`abc1234`, budget `quick`: [quick_claim_c.md](quick_claim_c.md) |")
-    assert rows[2].endswith("`def5678`, budget `full`: [c2.md](c2.md); K=3 |")
+    markdown = path.with_name("report.md").read_text()
+    current, history = markdown.split("## History")
+    # One row per claim of the claim table, in its order: (c) from the study marked current.
+    rows = [line for line in current.splitlines() if line.startswith("| (")]
+    assert [row.split(")")[0].removeprefix("| (") for row in rows] == list(CLAIMS)
+    (row_c,) = [row for row in rows if row.startswith("| (c)")]
+    assert row_c.endswith(
+        "| `def5678`, budget `full`: [c2.md](c2.md); K=3; added after looking: seed 0 read "
+        "| The latest and largest. |"
+    )
+    # The mark on seeds run after a look, in the seeds column.
+    assert "| 3 (1, 2 added after looking) |" in row_c
+    assert all("| **not run** |" in row for row in rows if not row.startswith("| (c)"))
+    # The other two studies of (c) follow, in the order they are listed.
+    earlier = [line for line in history.split("\n\n")[2].splitlines() if line.startswith("| (c)")]
+    assert len(earlier) == 2
+    assert earlier[0].endswith("budget `quick`: this report (its claims' sections below) |")
+    assert "measured elsewhere" in earlier[1] and "**not reproduced**" in earlier[1]
+    assert earlier[1].endswith("`abc1234`, budget `quick`: [quick_claim_c.md](quick_claim_c.md) |")
+
+
+@pytest.mark.parametrize("marked", [0, 2])
+def test_refresh_refuses_a_claim_without_exactly_one_current_study_in_one_line(
+    tmp_path, capsys, marked
+):
+    from sao.reproduce.refresh import main as refresh_main
+
+    path = _report_with_three_studies_of_c(tmp_path)
+    report = json.loads(path.read_text())
+    for study in report["other_studies"]:
+        study["claims"][0].pop("current", None)
+    for study in report["other_studies"][:marked]:
+        study["claims"][0] |= {"current": True, "why_current": "The latest."}
+    path.write_text(json.dumps(report))
+    before = path.with_name("report.md").read_text()
+    capsys.readouterr()
+
+    assert refresh_main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    if marked:
+        assert "claim (c) has 2 studies marked current (quick_claim_c.md, c2.md)" in err
+    else:
+        assert "claim (c) has 3 studies (the report's own study, quick_claim_c.md, c2.md)" in err
+        assert 'none marked "current": true' in err
+    # Nothing was rewritten.
+    assert json.loads(path.read_text()) == report
+    assert path.with_name("report.md").read_text() == before
 
 
 def test_refresh_refuses_a_file_that_is_not_a_report_in_one_line(tmp_path, capsys):

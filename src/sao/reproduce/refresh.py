@@ -4,7 +4,9 @@
 power analysis from the per-seed values the report stores, with the current rule, power analysis
 and claim table, so a report whose run directories are gone (a study kept only as its report)
 stays in step with the code. A `provenance` text in `report.json` (how, when and where the runs
-were made) is kept and printed under the report's opening table.
+were made) is kept and printed under the report's opening tables. A report holding several
+studies of one claim must mark exactly one of them current (`report.current_answers`); one
+that does not is refused in one line, and nothing is rewritten.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ import json
 import sys
 from pathlib import Path
 
-from sao.reproduce.report import rejudge, seeds_needed_text, write_text_report
+from sao.reproduce.report import (
+    OWN_STUDY,
+    current_answers,
+    rejudge,
+    seeds_needed_text,
+    write_text_report,
+)
 
 
 def refresh(report_json: Path) -> dict:
@@ -35,9 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         reason = f"missing field {err}" if isinstance(err, KeyError) else str(err)
         print(f"sao.reproduce.refresh: {path}: cannot refresh ({reason})", file=sys.stderr)
         return 1
-    for claim in report["claims"]:
+    for claim, _, study in current_answers(report).values():
+        source = "" if study == OWN_STUDY else f" [{study}]"
         print(
-            f"({claim['id']}) {claim['verdict']}; seeds needed at the observed effects: "
+            f"({claim['id']}) {claim['verdict']}{source}; seeds needed at the observed effects: "
             f"{seeds_needed_text(claim)}"
         )
     return 0

@@ -16,6 +16,13 @@ intervals, from which its verdict is taken (`sao.reproduce.stats.bracket_verdict
 `arm_values` each arm's seconds to the target and `targets` the per-seed target accuracies, with
 `seed_notes` on seeds whose ratio is a bound or missing; a claim with curves (h) has `curves`,
 per arm and seed (`sao.reproduce.curves`).
+
+A report that also lists `other_studies` holds several studies of one claim; each claim entry
+(a row) may then say `current` (true on the one row whose verdict is the claim's current answer,
+with `why_current`, a sentence saying why it replaces the others) and
+`seeds_added_after_looking` (seeds run after an earlier result for the claim had been read, with
+`after_looking`, which result); `not_run_notes` (optional, per claim id) says what stands in for
+a claim no study answers. `current_answers` checks that each claim has exactly one.
 """
 
 from __future__ import annotations
@@ -300,9 +307,8 @@ def rejudge(report: dict[str, Any]) -> dict[str, Any]:
 
     `other_studies` (optional) are claims judged in separate studies (another budget or
     environment), each `{"file", "budget", "commits", "claims"}` and optionally a `"note"` (what
-    set the study apart, shown beside its commit); they are judged again the same
-    way and listed in the opening table beside this study's claims, so one table holds every
-    verdict."""
+    set the study apart, shown beside its commit); they are judged again the same way, and each
+    claim's row marked current opens the report, the others following under History."""
     others = [
         {**study, "claims": _rejudge_claims(study["claims"])}
         for study in report.get("other_studies", [])
@@ -359,9 +365,11 @@ def write_report(report: dict[str, Any], out: Path) -> None:
 
 
 def write_text_report(report: dict[str, Any], out: Path) -> None:
-    """`report.json` and `report.md` under `out` (the plots are left as they are)."""
+    """`report.json` and `report.md` under `out` (the plots are left as they are). The markdown
+    is rendered first, so a report refused there (`current_answers`) writes neither file."""
+    markdown = render_markdown(report)
     atomic_write_json(out / "report.json", report)
-    atomic_write_text(out / "report.md", render_markdown(report))
+    atomic_write_text(out / "report.md", markdown)
 
 
 def _num(value: float | None) -> str:
@@ -420,35 +428,156 @@ def _ours(claim: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def summary_table(report: dict[str, Any]) -> list[str]:
-    """The table a report opens with: per claim the paper's figure, ours, verdict and seeds."""
+OWN_STUDY = "the report's own study"
+"""How `study_rows` names the study a report was written from, as against its `other_studies`
+(named by their files)."""
+
+_COLUMNS = (
+    "| claim | paper (AIME25 / BeyondAIME pass@1) | ours: mean difference [95% interval] "
+    "| verdict | seeds | seeds needed | runs at |"
+)
+
+
+def study_rows(report: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
+    """Every (study, claim) row of a report in the order the studies were listed: the claim's
+    entry, the table's "runs at" text, and the study's name (its file; `OWN_STUDY` for the
+    study the report was written from)."""
     commits = ", ".join(f"`{c}`" for c in report.get("commits", [])) or "not recorded"
-    lines = [
-        "| claim | paper (AIME25 / BeyondAIME pass@1) | ours: mean difference [95% interval] "
-        "| verdict | seeds | seeds needed | runs at |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    lines += [_summary_row(c, commits) for c in report["claims"]]
+    own = f"{commits}, budget `{report['budget']}`: this report (its claims' sections below)"
+    rows = [(claim, own, OWN_STUDY) for claim in report["claims"]]
     for study in report.get("other_studies", []):
         where = ", ".join(f"`{c}`" for c in study.get("commits", [])) or "not recorded"
         where += f", budget `{study['budget']}`: [{study['file']}]({study['file']})"
         if study.get("note"):
             where += f"; {study['note']}"
-        lines += [_summary_row(c, where) for c in study["claims"]]
+        rows += [(claim, where, study["file"]) for claim in study["claims"]]
+    return rows
+
+
+def current_answers(report: dict[str, Any]) -> dict[str, tuple[dict[str, Any], str, str]]:
+    """Per claim id, the row (`study_rows`) whose verdict is the claim's current answer.
+
+    A claim studied once is answered by that study unless its row says `"current": false`; a
+    claim studied more than once needs exactly one row with `"current": true` and a
+    `why_current` sentence. Anything else raises ValueError in one line."""
+    by_claim: dict[str, list[tuple[dict[str, Any], str, str]]] = {}
+    for row in study_rows(report):
+        by_claim.setdefault(row[0]["id"], []).append(row)
+    answers = {}
+    for claim_id, rows in by_claim.items():
+        marked = [row for row in rows if row[0].get("current") is True]
+        if len(rows) == 1 and rows[0][0].get("current", True) is not False:
+            marked = rows
+        names = ", ".join(row[2] for row in rows)
+        if not marked:
+            studies = f"{len(rows)} studies" if len(rows) > 1 else "1 study"
+            raise ValueError(
+                f"claim ({claim_id}) has {studies} ({names}) and none marked "
+                '"current": true; mark the one whose verdict is its answer'
+            )
+        if len(marked) > 1:
+            raise ValueError(
+                f"claim ({claim_id}) has {len(marked)} studies marked current "
+                f"({', '.join(row[2] for row in marked)}); mark exactly one"
+            )
+        if len(rows) > 1 and not marked[0][0].get("why_current"):
+            raise ValueError(
+                f"claim ({claim_id}): its current study ({marked[0][2]}) gives no why_current, "
+                "the sentence saying why it replaces the claim's other studies"
+            )
+        answers[claim_id] = marked[0]
+    return answers
+
+
+def summary_table(report: dict[str, Any]) -> list[str]:
+    """The table a report opens with: one row per claim, its current answer (`current_answers`)
+    with the paper's figure, ours, verdict, seeds and why that study is the answer; a claim of
+    the claim table with no study in the report is listed as not run."""
+    answers = current_answers(report)
+    ids = [*CLAIMS, *(c for c in answers if c not in CLAIMS)]
+    lines = [
+        _COLUMNS + " why this study is the answer |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for claim_id in ids:
+        if claim_id not in answers:
+            lines.append(_not_run_row(claim_id, report.get("not_run_notes", {})))
+            continue
+        claim, runs_at, _ = answers[claim_id]
+        why = claim.get("why_current") or "the only study of this claim in this report"
+        lines.append(f"{_summary_row(claim, runs_at)} {why} |")
     return lines
 
 
+def history_table(report: dict[str, Any]) -> list[str]:
+    """Every row that is not a claim's current answer, in the order the studies were listed
+    (none: no lines)."""
+    current = {id(row[0]) for row in current_answers(report).values()}
+    rows = [_summary_row(c, where) for c, where, _ in study_rows(report) if id(c) not in current]
+    return [_COLUMNS, "|---|---|---|---|---|---|---|", *rows] if rows else []
+
+
+def _not_run_row(claim_id: str, notes: dict[str, str]) -> str:
+    claim = CLAIMS[claim_id]
+    why = notes.get(claim_id, "no study of this claim in this report")
+    return f"| ({claim_id}) {claim.statement} | {claim.paper} | | **{NOT_RUN}** | | | | {why} |"
+
+
+def _seed_list(seeds: Sequence[int]) -> str:
+    """Seeds as ranges: `5-8`, `3, 4`, `0, 2-5`."""
+    runs: list[list[int]] = []
+    for seed in sorted(seeds):
+        if runs and seed == runs[-1][-1] + 1:
+            runs[-1].append(seed)
+        else:
+            runs.append([seed])
+    parts = []
+    for run in runs:
+        parts += [f"{run[0]}-{run[-1]}"] if len(run) > 2 else [str(s) for s in run]
+    return ", ".join(parts)
+
+
 def _summary_row(claim: dict[str, Any], runs_at: str) -> str:
+    seeds = str(claim["seeds"])
+    added = claim.get("seeds_added_after_looking")
+    if added:
+        seeds += f" ({_seed_list(added)} added after looking)"
+        if claim.get("after_looking"):
+            runs_at += f"; added after looking: {claim['after_looking']}"
     return (
         f"| ({claim['id']}) {claim['statement']} | {claim.get('paper', '')} | {_ours(claim)} "
-        f"| **{claim['verdict']}** | {claim['seeds']} | {seeds_needed_text(claim)} | {runs_at} |"
+        f"| **{claim['verdict']}** | {seeds} | {seeds_needed_text(claim)} | {runs_at} |"
     )
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    """The report for people: one summary table, the rule and the power analysis's method, then
-    each claim's numbers and verdict."""
-    lines = ["# `sao reproduce` report", "", *summary_table(report), ""]
+    """The report for people: the current answer per claim, the history (every other study),
+    the rule and the power analysis's method, then each claim's numbers and verdict."""
+    lines = [
+        "# `sao reproduce` report",
+        "",
+        "## Current answer per claim",
+        "",
+        "One row per claim: the study whose verdict is the claim's current answer, and why it "
+        "replaces the claim's other studies (under History). A seeds figure marked "
+        '"added after looking" counts seeds run after an earlier result for the claim had been '
+        "read (its power analysis or verdict set how many more to run); the runs-at column "
+        "says which result.",
+        "",
+        *summary_table(report),
+        "",
+    ]
+    history = history_table(report)
+    if history:
+        lines += [
+            "## History",
+            "",
+            "Every other study of each claim, in the order the report lists its studies (as "
+            "they were added): the claim's current answer above replaces each.",
+            "",
+            *history,
+            "",
+        ]
     if report.get("provenance"):
         lines += [report["provenance"], ""]
     lines += [
