@@ -1,10 +1,11 @@
-"""Pool `sao eval --baseline ... --json FILE` results of several seeds on the same held-out tasks.
+"""`sao inspect pool`: `sao eval --baseline ... --json FILE` results of several seeds, pooled on the
+same held-out tasks.
 
 Every policy of a preset is scored on the same tasks (the same `--n` and `--seed`), so the seeds
 are not independent samples of tasks: the pooled gain averages each task's paired difference over
 the seeds first, and the interval is over tasks. Each group is `LABEL=EVAL_JSON[,EVAL_JSON...]`:
 
-python scripts/pool_evals.py grpo=runs/cr_grpo128fix/s0/eval400.json,runs/cr_grpo128fix/s1/eval400.json
+    sao inspect pool grpo=runs/cr_grpo128fix/s0/eval400.json,runs/cr_grpo128fix/s1/eval400.json
 
 `--versus A B` also prints group A's pooled pass@1 minus group B's on the same tasks (both groups
 scored with the same `--n` and `--seed`): each task's score is averaged over a group's seeds, so
@@ -14,30 +15,40 @@ the interval is over tasks and does not count how much training runs differ from
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from sao.evaluation import paired_difference
+from sao.analysis.runs import InspectError, eval_result, groups
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("groups", nargs="+", help="LABEL=EVAL_JSON[,EVAL_JSON...]")
+    parser.add_argument(
+        "--versus",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("A", "B"),
+        help="also print group A's pass@1 minus group B's on the same tasks (repeatable)",
+    )
 
 
 def load_eval(path: Path) -> dict[str, Any]:
     """One `sao eval --json` result; it must hold a baseline scored on the same tasks."""
-    try:
-        result = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise SystemExit(f"{path}: cannot read an eval result ({err})") from None
+    result = eval_result(path)
     if "baseline" not in result:
-        raise SystemExit(f"{path}: no baseline in this eval (run `sao eval` with --baseline)")
+        raise InspectError(f"{path}: no baseline in this eval (run `sao eval` with --baseline)")
     return result
 
 
 def _paired_task_means(model: list[list[float]], reference: list[list[float]]) -> dict[str, Any]:
     """`sao.evaluation.paired_difference` of each task's score averaged over the `model` score
     lists against the same average over the `reference` lists: the interval is over tasks."""
+    from sao.evaluation import paired_difference  # loads torch: only once the inputs are read
+
     lengths = {len(scores) for scores in model + reference}
     if len(lengths) != 1:
-        raise SystemExit(f"evals cover different numbers of tasks: {sorted(lengths)}")
+        raise InspectError(f"evals cover different numbers of tasks: {sorted(lengths)}")
 
     def averaged(scores: list[list[float]]) -> list[float]:
         return [sum(task) / len(task) for task in zip(*scores, strict=True)]
@@ -45,7 +56,7 @@ def _paired_task_means(model: list[list[float]], reference: list[list[float]]) -
     try:
         return paired_difference(averaged(model), averaged(reference))
     except ValueError as err:
-        raise SystemExit(str(err)) from None
+        raise InspectError(str(err)) from None
 
 
 def pooled_gain(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -81,30 +92,16 @@ def row(label: str, paths: list[Path]) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("groups", nargs="+", help="LABEL=EVAL_JSON[,EVAL_JSON...]")
-    parser.add_argument(
-        "--versus",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("A", "B"),
-        help="also print group A's pass@1 minus group B's on the same tasks (repeatable)",
-    )
-    args = parser.parse_args()
-    groups = []
-    for group in args.groups:
-        label, sep, paths = group.partition("=")
-        if not sep or not paths:
-            raise SystemExit(f"expected LABEL=EVAL_JSON[,EVAL_JSON...], got {group!r}")
-        groups.append((label, [Path(p) for p in paths.split(",")]))
-    labels = dict(groups)
+def run(args: argparse.Namespace) -> int:
+    parsed = groups(args.groups, "EVAL_JSON")
+    labels = dict(parsed)
     for pair in args.versus:
         missing = [label for label in pair if label not in labels]
         if missing:
-            raise SystemExit(f"--versus: no group labelled {missing[0]!r} (have {sorted(labels)})")
-    rows = [row(label, paths) for label, paths in groups]
+            raise InspectError(
+                f"--versus: no group labelled {missing[0]!r} (have {sorted(labels)})"
+            )
+    rows = [row(label, paths) for label, paths in parsed]
     print(
         "| preset | seeds | baseline pass@1 | pass@1 | paired gain per seed | pooled paired gain "
         "(95% CI) | format errors | episodes at the turn limit |"
@@ -120,7 +117,4 @@ def main() -> None:
             f"`{first}` - `{second}`, same tasks: {diff['difference']:+.3f} "
             f"({low:+.3f}, {high:+.3f}), {diff['n']} tasks"
         )
-
-
-if __name__ == "__main__":
-    main()
+    return 0

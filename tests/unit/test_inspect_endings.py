@@ -1,8 +1,9 @@
-"""scripts/episode_endings.py: endings counted with their rewarded share."""
+"""`sao inspect endings`: endings counted with their rewarded share."""
 
-from repo_scripts import load_script
+import json
 
-episode_endings = load_script("episode_endings")
+from sao.analysis import endings as episode_endings
+from sao.cli import main
 
 
 def _episode(reason, events, reward):
@@ -35,3 +36,17 @@ def test_a_malformed_last_action_is_named_by_its_format_error():
 def test_an_environment_without_events_is_named_by_its_end_reason():
     row = {"reward": 0.0, "metadata": {"end_reason": "malformed", "info": {}}}
     assert episode_endings.ending_key(row["metadata"], events=3) == "malformed"
+
+
+def test_the_command_reads_the_latest_share_of_a_runs_episodes(tmp_path, capsys):
+    rows = [_episode("answer", ["submit"], 1)] * 2 + [
+        _episode("max_turns", ["replace", "test_failed"], 0),
+        _episode("answer", ["submit"], 1),
+    ]
+    (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["inspect", "endings", str(tmp_path), "--last", "0.5", "--events", "1"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{tmp_path}: last 2 of 4 episodes",
+        "   50.0%  rewarded    0/1    max_turns: test_failed",
+        "   50.0%  rewarded    1/1    answer: submit",
+    ]

@@ -1,10 +1,9 @@
-"""scripts/failed_test_choices.py: the command after each failed test, by turns left."""
+"""`sao inspect failed-tests`: the command after each failed test, by turns left."""
 
 import json
 
-from repo_scripts import load_script
-
-failed_test_choices = load_script("failed_test_choices")
+from sao.analysis import failed_tests as failed_test_choices
+from sao.cli import main
 
 
 def _episode(events, reward):
@@ -37,7 +36,7 @@ def test_the_command_line_reads_a_run_directory(tmp_path, capsys):
     (tmp_path / "config.yaml").write_text("env:\n  max_turns: 5\n")
     rows = [RETRIED, GAVE_UP, RAN_OUT]
     (tmp_path / "trajectories.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    failed_test_choices.main([str(tmp_path), "--episodes", "1"])
+    assert main(["inspect", "failed-tests", str(tmp_path), "--episodes", "1"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "first 1 episodes of 1 run(s):"
     assert out[1] == "  3 turns left,    1 choices: replace 100% (paid 1/1)"

@@ -1,12 +1,10 @@
-"""scripts/step_windows.py: metrics averaged over step windows, pooled over runs."""
+"""`sao inspect windows`: metrics averaged over step windows, pooled over runs."""
 
 import math
 
 import pytest
 
-from repo_scripts import load_script
-
-step_windows = load_script("step_windows")
+from sao.analysis import step_windows
 
 
 def test_windows_parse_as_inclusive_ranges_and_bad_ones_are_named():

@@ -1,12 +1,12 @@
-"""scripts/critic_windows.py: the first/last-window table of the critic's error variance."""
+"""`sao inspect critic-windows`: the first/last-window table of the critic's error variance."""
 
+import json
 import math
 
 import pytest
 
-from repo_scripts import load_script
-
-critic_windows = load_script("critic_windows")
+from sao.analysis import critic_windows
+from sao.cli import main
 
 
 def _row(step, reward, ev, returns_var, **extra):
@@ -41,3 +41,13 @@ def test_a_falling_explained_variance_can_hide_a_falling_error_variance():
 def test_window_must_be_positive():
     with pytest.raises(ValueError, match="window: must be >= 1"):
         critic_windows.window_means([], window=0)
+
+
+def test_the_command_prints_a_first_and_a_last_line_per_run(tmp_path, capsys):
+    rows = [_row(1, 0.5, 0.5, 0.25), _row(2, 0.5, 0.0, 0.25)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["inspect", "critic-windows", str(tmp_path), "--window", "1"]) == 0
+    header, first, last = capsys.readouterr().out.splitlines()
+    assert header.split() == ["run", "end", *critic_windows.COLUMNS]
+    assert first.split()[1:5] == ["first", "0.5000", "0.5000", "0.2500"]
+    assert last.split()[1:6] == ["last", "0.5000", "0.0000", "0.2500", "0.2500"]

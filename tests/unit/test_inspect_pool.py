@@ -1,12 +1,12 @@
-"""scripts/pool_evals.py: one gain over seeds scored on the same held-out tasks."""
+"""`sao inspect pool`: one gain over seeds scored on the same held-out tasks."""
 
 import json
 
 import pytest
 
-from repo_scripts import load_script
-
-pool_evals = load_script("pool_evals")
+from sao.analysis import pool_evals
+from sao.analysis.runs import InspectError
+from sao.cli import main
 
 
 def _eval(model: list[float], baseline: list[float]) -> dict:
@@ -35,14 +35,14 @@ def test_seeds_are_averaged_per_task_before_the_interval():
 
 
 def test_evals_on_different_task_counts_are_refused():
-    with pytest.raises(SystemExit, match="different numbers of tasks"):
+    with pytest.raises(InspectError, match="different numbers of tasks"):
         pool_evals.pooled_gain([_eval([1.0, 0.0], [0.0, 0.0]), _eval([1.0], [0.0])])
 
 
 def test_an_eval_without_a_baseline_is_named(tmp_path):
     path = tmp_path / "eval.json"
     path.write_text(json.dumps({"accuracy": 0.5, "task_scores": [0.5]}))
-    with pytest.raises(SystemExit, match="no baseline"):
+    with pytest.raises(InspectError, match="no baseline"):
         pool_evals.load_eval(path)
 
 
@@ -56,9 +56,9 @@ def test_two_groups_are_compared_task_by_task():
     assert diff["difference"] == pytest.approx(-0.125)
 
 
-def test_versus_names_a_missing_group(tmp_path, monkeypatch, capsys):
+def test_versus_names_a_missing_group(tmp_path, capsys):
     path = tmp_path / "eval.json"
     path.write_text(json.dumps(_eval([1.0, 0.0], [0.0, 0.0])))
-    monkeypatch.setattr("sys.argv", ["pool_evals", f"a={path}", "--versus", "a", "b"])
-    with pytest.raises(SystemExit, match="no group labelled 'b'"):
-        pool_evals.main()
+    assert main(["inspect", "pool", f"a={path}", "--versus", "a", "b"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no group labelled 'b'" in err
