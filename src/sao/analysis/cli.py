@@ -2,7 +2,8 @@
 analysis, each a module of `sao.analysis` with `add_arguments(parser)` and `run(args) -> int`.
 
 Nothing heavy is imported here or at the top of those modules: the parser is built on every
-`sao` call. Input an analysis cannot use (`InspectError`) ends with one line and exit 2.
+`sao` call. Input an analysis cannot use (`InspectError`, or a `ConfigError` of the settings or
+paths it checks) ends with one line and exit 2.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import traceback
 from types import ModuleType
 
 from sao.analysis.runs import InspectError
+from sao.config import ConfigError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "windows": ("step_windows", "metrics averaged over step windows, pooled over runs"),
@@ -24,6 +26,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "critic-windows": ("critic_windows", "the critic over the first and last steps of runs"),
     "style-phases": ("style_phases", "style_stream: each preference phase as it opened and closed"),
     "failed-tests": ("failed_tests", "code_repair: the command after a failed test, by turns left"),
+    "edit-credit": (
+        "edit_credit",
+        "code_repair: GAE's advantage on a replace, by its test's outcome",
+    ),
+    "calc-failures": ("calc_failures", "calc: why episodes failed, by what their tokens show"),
+    "critic-ceiling": ("critic_ceiling", "how much of the return variance a critic can explain"),
+    "style-coverage": ("style_coverage", "style_stream: how often a policy samples each style"),
+    "teacher-stats": ("teacher_stats", "an environment's scripted teacher: accuracy, length"),
+    "retry-warm-start": ("retry_warm_start", "code_repair: a warm start from a retrying teacher"),
 }
 
 
@@ -55,7 +66,7 @@ def run_inspect_command(args: argparse.Namespace) -> int:
     """Run the analysis `args.analysis` names; its bad input is one line on stderr, exit 2."""
     try:
         return _module(args.analysis).run(args)
-    except InspectError as err:
+    except (InspectError, ConfigError) as err:
         if getattr(args, "debug", False) or os.environ.get("SAO_DEBUG", "") not in ("", "0"):
             traceback.print_exc()
         print(f"sao inspect {args.analysis}: {err}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""scripts/value_oracle.py: the explained variance a perfect critic reaches, from the return
+"""`sao inspect critic-ceiling oracle`: the explained variance a perfect critic reaches, from the return
 variance left at probed prefixes."""
 
 import random
@@ -6,10 +6,9 @@ import random
 import pytest
 import torch
 
-from repo_scripts import load_script
+from sao.analysis import critic_oracle as value_oracle
 from sao.trajectory import Trajectory
 
-value_oracle = load_script("value_oracle")
 Probe = value_oracle.Probe
 
 

@@ -1,4 +1,5 @@
-"""Print how often a saved policy samples each `style_stream` style, at the rollout temperature.
+"""`sao inspect style-coverage`: how often a saved policy samples each `style_stream` style, at
+the rollout temperature.
 
 An on-policy learner can only reinforce a style it samples: a style with near-zero share under the
 warm start cannot be found from the reward alone. This samples `--samples` replies to each of
@@ -7,7 +8,7 @@ would get were each style the preferred one. With `--requests` it then asks for 
 outright on the same prompts (the line a requested prompt adds) and prints the share of replies
 in the requested style: whether the policy can produce every style on request.
 
-python scripts/style_stream_coverage.py --model checkpoints/warm_start_style_stream --n 100
+    sao inspect style-coverage --model checkpoints/warm_start_style_stream --n 100
 """
 
 from __future__ import annotations
@@ -16,17 +17,12 @@ import argparse
 import json
 from collections import Counter
 
-from sao.agent_setup import build_agent_loop
-from sao.config import load_config
 from sao.envs.style_stream.metrics import UNSTYLED, reply_category
 from sao.envs.style_stream.styles import STYLES
 from sao.envs.style_stream.tasks import StyleStreamTaskSource
-from sao.models.policy import load_policy
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Sample the policy and print its style mix."""
-    parser = argparse.ArgumentParser(description=__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="saved policy directory")
     parser.add_argument("--n", type=int, default=100, help="held-out prompts")
     parser.add_argument("--samples", type=int, default=4, help="replies sampled per prompt")
@@ -36,7 +32,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--requests", action="store_true", help="also request each style on the same prompts"
     )
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Sample the policy and print its style mix."""
+    from sao.agent_setup import build_agent_loop
+    from sao.config import load_config
+    from sao.models.policy import load_policy
+    from sao.preflight import check_output_file, check_policy_dir
+
+    check_policy_dir(args.model, "--model")
+    if args.json:
+        check_output_file(args.json, "--json")
     overrides = ["env.name=style_stream"]
     if args.temperature is not None:
         overrides.append(f"rollout.temperature={args.temperature}")
@@ -95,7 +102,4 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -1,11 +1,9 @@
-"""scripts/edit_credit.py: the advantage on a replace's first tokens, by its test's outcome."""
+"""`sao inspect edit-credit`: the advantage on a replace's first tokens, by its test's outcome."""
 
 import pytest
 import torch
 
-from repo_scripts import load_script
-
-edit_credit = load_script("edit_credit")
+from sao.analysis import edit_credit
 
 
 def test_a_replace_is_labelled_by_the_test_right_after_it():
@@ -37,3 +35,14 @@ def test_describe_puts_lambdas_side_by_side():
         "| a | +0.200 +- 0.141 (n=2) | +1.000 (n=1) |",
         "| b | - | -0.500 (n=1) |",
     ]
+
+
+def test_a_bad_lambda_and_a_missing_checkpoint_are_one_line(tmp_path, capsys):
+    from sao.cli import main
+
+    assert main(["inspect", "edit-credit", str(tmp_path), "--lambdas", "0.9", "high"]) == 2
+    err = capsys.readouterr().err
+    assert err == "sao inspect edit-credit: --lambdas: 'high' is neither a number nor 'adaptive'\n"
+    assert main(["inspect", "edit-credit", str(tmp_path), "--from-step", "3"]) == 2
+    missing = tmp_path / "checkpoints" / "step_3"
+    assert capsys.readouterr().err == f"sao inspect edit-credit: {missing}: no such checkpoint\n"

@@ -1,8 +1,8 @@
-"""Where token-level GAE puts the credit for a code_repair fix: the mean actor advantage on the
-first tokens of each `replace`, by what the test right after it showed, under several lambdas,
-from one critic on the same trajectories.
+"""`sao inspect edit-credit`: where token-level GAE puts the credit for a code_repair fix: the mean
+actor advantage on the first tokens of each `replace`, by what the test right after it showed,
+under several lambdas, from one critic on the same trajectories.
 
-python scripts/edit_credit.py runs/code_repair_sao --from-step 20 --to-step 40 --lambdas 0.95 1 adaptive
+    sao inspect edit-credit runs/code_repair_sao --from-step 20 --to-step 40 --lambdas 0.95 1 adaptive
 
 The critic is the run's own at checkpoint `--from-step`; the trajectories are those the learner
 trained at steps `--from-step` + 1 to `--to-step` (the checkpoints' `trained_indices`), so the
@@ -19,11 +19,12 @@ import argparse
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from sao.analysis.runs import InspectError, run_config, trajectories
 
-from sao.core.advantages import action_steps, adaptive_lambda, token_gae
+if TYPE_CHECKING:
+    import torch
 
 OUTCOMES = {
     "test_passed": "replace, then its test passed",
@@ -45,6 +46,8 @@ def head_means(
 ) -> list[tuple[str, float]] | None:
     """`(label, mean advantage over the first `head` tokens)` for each labelled `replace` of one
     trajectory (`[T]` rows); None when its action spans do not match its events one to one."""
+    from sao.core.advantages import action_steps
+
     spans = action_steps(action_mask)
     if len(spans) != len(events):
         return None
@@ -83,13 +86,16 @@ def measure(
     run: Path, first: int, last: int, lambdas: Sequence[str], head: int
 ) -> dict[str, dict[str, list[float]]]:
     """`{lambda: {label: [head means]}}` over the window's trajectories."""
+    import torch
+
     from sao.config import load_run_config
+    from sao.core.advantages import adaptive_lambda, token_gae
     from sao.models.critic import ValueModel
     from sao.models.policy import load_policy
     from sao.runtime.checkpoints import checkpoint_root, load_checkpoint
-    from sao.runtime.run_dir import read_trajectories
     from sao.trajectory import collate
 
+    run_config(run)  # a missing config.yaml is named before anything loads
     config = load_run_config(run)
     policy, tokenizer = load_policy(run / "policy")
     critic = ValueModel.from_policy(policy)
@@ -97,14 +103,14 @@ def measure(
     _, after = load_checkpoint(checkpoint_root(run) / f"step_{last}")
     critic.load_state_dict(state["critic"])
     critic.eval()
-    by_index = {t.metadata["index"]: t for t in read_trajectories(run)}
+    by_index = {t.metadata["index"]: t for t in trajectories(run)}
     window = after.trained_indices[len(before.trained_indices) :]
-    trajectories = [by_index[i] for i in window]
+    window_trajectories = [by_index[i] for i in window]
     alpha = config.algo.adaptive_lambda_alpha or 1.5
     results: dict[str, dict[str, list[float]]] = {lam: defaultdict(list) for lam in lambdas}
     with torch.no_grad():
-        for start in range(0, len(trajectories), 16):
-            chunk = trajectories[start : start + 16]
+        for start in range(0, len(window_trajectories), 16):
+            chunk = window_trajectories[start : start + 16]
             batch = collate(chunk, tokenizer.pad_token_id or 0)
             values = critic(batch.input_ids, batch.attention_mask)
             for lam in lambdas:
@@ -124,18 +130,32 @@ def measure(
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path)
     parser.add_argument("--from-step", type=int, default=20)
     parser.add_argument("--to-step", type=int, default=40)
     parser.add_argument("--lambdas", nargs="+", default=["0.95", "1", "adaptive"])
     parser.add_argument("--head", type=int, default=8)
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
+    for lam in args.lambdas:
+        if lam != "adaptive" and not _is_number(lam):
+            raise InspectError(f"--lambdas: {lam!r} is neither a number nor 'adaptive'")
+    from sao.runtime.checkpoints import checkpoint_root
+
+    for step in (args.from_step, args.to_step):
+        if not (checkpoint_root(args.run) / f"step_{step}").is_dir():
+            raise InspectError(f"{checkpoint_root(args.run) / f'step_{step}'}: no such checkpoint")
     results = measure(args.run, args.from_step, args.to_step, args.lambdas, args.head)
     print(f"{args.run}, steps {args.from_step + 1}-{args.to_step}, first {args.head} tokens:")
     print("\n".join(describe(results)))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -1,13 +1,11 @@
-"""scripts/critic_ceiling.py: the prompt-only share of the return variance, and explained variance
+"""`sao inspect critic-ceiling fitted`: the prompt-only share of the return variance, and explained variance
 at the first and last action token."""
 
 import random
 
 import pytest
 
-from repo_scripts import load_script
-
-critic_ceiling = load_script("critic_ceiling")
+from sao.analysis import critic_fit as critic_ceiling
 
 
 def test_tasks_that_always_or_never_succeed_put_all_the_variance_between_tasks():

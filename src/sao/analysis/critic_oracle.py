@@ -1,4 +1,5 @@
-"""What explained variance would a perfect critic reach on an environment, for one fixed policy?
+"""`sao inspect critic-ceiling oracle`: what explained variance would a perfect critic reach on an
+environment, for one fixed policy?
 
 `critic/vf_explained_var` compares a critic's values with Monte-Carlo returns, pooled over action
 tokens. The best any critic can do at action token `t` is the true value `V*(s_t) = E[G_t | s_t]`
@@ -7,7 +8,7 @@ still to be decided, `Var(G_t | s_t)`. So the best pooled explained variance is
 
     EV* = 1 - E_t[ Var(G_t | s_t) ] / Var(G_t)        (both over action tokens)
 
-whatever the critic's size or training. This script measures it without any critic: it samples
+whatever the critic's size or training. This measures it without any critic: it samples
 trajectories from the policy, picks `--probes` action tokens of each at random, and from each
 picked token's prefix samples `--continuations` fresh endings with the same policy, its tool and
 its environment replayed up to that turn (the recorded observations are checked to come back
@@ -22,9 +23,9 @@ checkpoint's, and the critic's own explained variance on the same trajectories i
 beside the ceiling, measured as the learner measures it. Example (calc, the warm start, a default
 run at step 40, and its final policy):
 
-    python scripts/value_oracle.py --policy checkpoints/warm_start_calc --trajectories 256
-    python scripts/value_oracle.py --policy checkpoints/warm_start_calc --checkpoint runs/calc_sao/checkpoints/step_40
-    python scripts/value_oracle.py --policy runs/calc_sao/policy --trajectories 256
+    sao inspect critic-ceiling oracle --policy checkpoints/warm_start_calc --trajectories 256
+    sao inspect critic-ceiling oracle --policy checkpoints/warm_start_calc --checkpoint runs/calc_sao/checkpoints/step_40
+    sao inspect critic-ceiling oracle --policy runs/calc_sao/policy --trajectories 256
 
 A run logs explained variance per batch of trajectories, so its denominator is a batch's variance,
 a little smaller on average than the population's used here.
@@ -41,21 +42,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+from sao.analysis.runs import InspectError
 
-from sao.agent_setup import build_agent_loop
-from sao.config import load_config
-from sao.core.advantages import token_gae
-from sao.core.metrics import explained_variance
-from sao.envs.registry import make_task_source
-from sao.learner.value_pretrain import monte_carlo_returns
-from sao.models.critic import ValueModel
-from sao.models.policy import load_policy
-from sao.rollout.prefix_loop import PrefixAgentLoop, prefix_at
-from sao.runtime.checkpoints import load_checkpoint
-from sao.trajectory import Trajectory, collate
+if TYPE_CHECKING:
+    import torch
+
+    from sao.models.critic import ValueModel
+    from sao.trajectory import Trajectory
 
 _SEED_OFFSET = 211_811
 QUARTERS = ("0-25%", "25-50%", "50-75%", "75-100%")
@@ -166,6 +161,12 @@ def critic_report(
     """The critic's explained variance of Monte-Carlo returns over the trajectories' action tokens
     (the learner's measure), and by quarter of each trajectory's action tokens with the pooled
     `Var(G_t)` as the denominator, as the ceiling's quarters have it."""
+    import torch
+
+    from sao.core.advantages import token_gae
+    from sao.core.metrics import explained_variance
+    from sao.trajectory import collate
+
     batch = collate(list(trajectories), pad_token_id)
     with torch.no_grad():
         values = critic(batch.input_ids, batch.attention_mask)
@@ -212,8 +213,7 @@ def by_first_action_token(
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", required=True, help="policy directory")
     parser.add_argument("--env", default="calc")
     parser.add_argument("--preset", default="sao")
@@ -226,10 +226,24 @@ def main() -> None:
         "architecture and tokenizer, e.g. the run's warm start)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    if args.continuations < 2 or args.probes < 1 or args.trajectories < 8:
-        parser.error("--continuations must be >= 2, --probes >= 1 and --trajectories >= 8")
 
+
+def run(args: argparse.Namespace) -> int:
+    if args.continuations < 2 or args.probes < 1 or args.trajectories < 8:
+        raise InspectError("--continuations must be >= 2, --probes >= 1 and --trajectories >= 8")
+    import torch
+
+    from sao.agent_setup import build_agent_loop
+    from sao.config import load_config
+    from sao.envs.registry import make_task_source
+    from sao.learner.value_pretrain import monte_carlo_returns
+    from sao.models.critic import ValueModel
+    from sao.models.policy import load_policy
+    from sao.preflight import check_policy_dir
+    from sao.rollout.prefix_loop import PrefixAgentLoop, prefix_at
+    from sao.runtime.checkpoints import load_checkpoint
+
+    check_policy_dir(args.policy, "--policy")
     config = load_config(
         args.preset,
         overrides=[f"env.name={args.env}", f"train.seed={args.seed}", f"model.path={args.policy}"],
@@ -248,7 +262,7 @@ def main() -> None:
             critic.load_state_dict(state["critic"])
             critic.eval()
     except (OSError, ValueError, RuntimeError, KeyError) as err:
-        parser.error(str(err).splitlines()[0] if str(err) else type(err).__name__)
+        raise InspectError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
     tasks = make_task_source(config.env.name, **config.env.task_options).train(
         args.trajectories, args.seed + _SEED_OFFSET
     )
@@ -285,7 +299,7 @@ def main() -> None:
         try:
             endings = prefix_loop.run(jobs)
         except (ValueError, RuntimeError) as err:
-            parser.error(str(err))
+            raise InspectError(str(err)) from None
     finally:
         loop.close()
     sampled_s = time.perf_counter() - started
@@ -330,7 +344,4 @@ def main() -> None:
             }
         )
     )
-
-
-if __name__ == "__main__":
-    main()
+    return 0

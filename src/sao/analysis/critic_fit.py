@@ -1,4 +1,5 @@
-"""How much of the return variance can a critic explain on an environment, for one fixed policy?
+"""`sao inspect critic-ceiling fitted`: how much of the return variance can a critic explain on an
+environment, for one fixed policy?
 
 Two answers, both on fresh tasks, to read beside the `critic/vf_explained_var` a run logs:
 
@@ -17,8 +18,8 @@ The online critic of a run faces a moving policy, K=2 updates per batch and fres
 critic fitted here to a fixed policy on many more trajectories bounds what that one can reach with
 this model. Example (calc, the warm start and a trained policy):
 
-    python scripts/critic_ceiling.py --policy checkpoints/warm_start_calc --tasks 256 --samples 4
-    python scripts/critic_ceiling.py --policy runs/calc_sao/policy --tasks 256 --samples 4
+    sao inspect critic-ceiling fitted --policy checkpoints/warm_start_calc --tasks 256 --samples 4
+    sao inspect critic-ceiling fitted --policy runs/calc_sao/policy --tasks 256 --samples 4
 """
 
 from __future__ import annotations
@@ -29,21 +30,27 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import torch
+from sao.analysis.runs import InspectError
 
-from sao.agent_setup import build_agent_loop
-from sao.config import SAOConfig, load_config
-from sao.core.advantages import token_gae
-from sao.core.metrics import explained_variance
-from sao.envs.registry import make_task_source
-from sao.learner.chunking import packed_forward, packing_cost_for
-from sao.learner.value_pretrain import pretrain_value
-from sao.models.critic import ValueModel
-from sao.models.policy import load_policy
-from sao.trajectory import Trajectory, collate
+if TYPE_CHECKING:
+    from sao.config import SAOConfig
+    from sao.models.critic import ValueModel
+    from sao.trajectory import Trajectory
 
 _SEED_OFFSET = 104_729
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", required=True, help="policy directory")
+    parser.add_argument("--env", default="calc")
+    parser.add_argument("--preset", default="sao")
+    parser.add_argument("--tasks", type=int, default=256)
+    parser.add_argument("--samples", type=int, default=4, help="trajectories per task")
+    parser.add_argument("--steps", type=int, default=800, help="critic optimizer steps")
+    parser.add_argument("--every", type=int, default=200, help="steps between held-out checks")
+    parser.add_argument("--seed", type=int, default=0)
 
 
 def between_task_share(rewards_by_task: Sequence[Sequence[float]]) -> float:
@@ -70,6 +77,13 @@ def held_out_report(
 ) -> dict[str, float]:
     """Explained variance of Monte-Carlo returns on `trajectories`: pooled over action tokens, at
     the first action token and at the last."""
+    import torch
+
+    from sao.core.advantages import token_gae
+    from sao.core.metrics import explained_variance
+    from sao.learner.chunking import packed_forward, packing_cost_for
+    from sao.trajectory import collate
+
     batch = collate(list(trajectories), pad_token_id)
     with torch.no_grad():
         values = packed_forward(
@@ -94,20 +108,20 @@ def held_out_report(
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--policy", required=True, help="policy directory")
-    parser.add_argument("--env", default="calc")
-    parser.add_argument("--preset", default="sao")
-    parser.add_argument("--tasks", type=int, default=256)
-    parser.add_argument("--samples", type=int, default=4, help="trajectories per task")
-    parser.add_argument("--steps", type=int, default=800, help="critic optimizer steps")
-    parser.add_argument("--every", type=int, default=200, help="steps between held-out checks")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+def run(args: argparse.Namespace) -> int:
     if args.samples < 2 or args.tasks < 8:
-        parser.error("--samples must be >= 2 and --tasks >= 8")
+        raise InspectError("--samples must be >= 2 and --tasks >= 8")
+    import torch
 
+    from sao.agent_setup import build_agent_loop
+    from sao.config import load_config
+    from sao.envs.registry import make_task_source
+    from sao.learner.value_pretrain import pretrain_value
+    from sao.models.critic import ValueModel
+    from sao.models.policy import load_policy
+    from sao.preflight import check_policy_dir
+
+    check_policy_dir(args.policy, "--policy")
     config = load_config(
         args.preset,
         overrides=[
@@ -167,7 +181,4 @@ def main() -> None:
         result["curve"].append(row)  # type: ignore[union-attr]
         print(json.dumps(row), flush=True)
     print(json.dumps(result))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

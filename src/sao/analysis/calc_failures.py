@@ -1,7 +1,7 @@
-"""Why a calc run's episodes failed, by what their tokens show: the question "what would a critic
-have to read to see a failure coming?".
+"""`sao inspect calc-failures`: why a calc run's episodes failed, by what their tokens show: the
+question "what would a critic have to read to see a failure coming?".
 
-python scripts/calc_failures.py runs/calc_sao --last 0.33
+    sao inspect calc-failures runs/calc_sao --last 0.33
 
 Reads the run's `trajectories.jsonl` (every completed episode, in the order they completed) and
 its tokenizer (`RUN/policy`), and sorts each episode of the last `--last` share by its text:
@@ -24,12 +24,11 @@ sometimes); only the last needs the question understood.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from collections import Counter
 from pathlib import Path
 
-from transformers import AutoTokenizer
+from sao.analysis.runs import InspectError, latest, trajectory_rows
 
 KINDS = (
     "answered without the tool",
@@ -41,6 +40,11 @@ KINDS = (
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _CALL = re.compile(r"<python>(.*?)</python>\s*<output>(.*?)</output>", re.S)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, help="a calc run directory")
+    parser.add_argument("--last", type=float, default=1.0, help="share of the episodes, latest")
 
 
 def failure_kind(question: str, actions: str) -> str:
@@ -61,19 +65,13 @@ def failure_kind(question: str, actions: str) -> str:
     return KINDS[4]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("run", type=Path, help="a calc run directory")
-    parser.add_argument("--last", type=float, default=1.0, help="share of the episodes, latest")
-    args = parser.parse_args()
-    if not 0.0 < args.last <= 1.0:
-        parser.error("--last must be in (0, 1]")
-    path = args.run / "trajectories.jsonl"
-    if not path.is_file() or not (args.run / "policy").is_dir():
-        parser.error(f"{args.run}: no trajectories.jsonl or policy/ (not a finished calc run)")
+def run(args: argparse.Namespace) -> int:
+    if not (args.run / "policy").is_dir():
+        raise InspectError(f"{args.run}: no policy/ (not a finished calc run)")
+    rows = latest(trajectory_rows(args.run), args.last)
+    from transformers import AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(args.run / "policy", local_files_only=True)
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = rows[len(rows) - max(1, round(len(rows) * args.last)) :]
     seen: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     for row in rows:
@@ -90,7 +88,4 @@ def main() -> None:
     for kind in KINDS:
         share = failed[kind] / total_failed if total_failed else 0.0
         print(f"| {kind} | {seen[kind]} | {failed[kind]} | {share:.2f} |")
-
-
-if __name__ == "__main__":
-    main()
+    return 0
