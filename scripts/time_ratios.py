@@ -27,6 +27,7 @@ from pathlib import Path
 
 from sao.durable import read_jsonl
 from sao.reproduce.report import judge_sides
+from sao.reproduce.stats import interval_text
 from sao.reproduce.time_to_accuracy import (
     CLAIMED_RATIO,
     Curve,
@@ -60,14 +61,12 @@ def seed_row(candidate: Curve, reference: Curve) -> dict[str, float | None | str
 
 def rule_line(ratios: list[float | None]) -> str:
     """Claim (h)'s verdict over the seeds, judged as `sao reproduce` judges it: each seed's ratio
-    minus the claimed 0.5, a Student-t 95% interval over the seeds that have a ratio."""
+    minus the claimed 0.5, a Student-t 95% interval over every seed (none, and inconclusive, if
+    a seed has no ratio: it is not dropped)."""
     judged = judge_sides(ratios, [CLAIMED_RATIO] * len(ratios), "less", 0.0)
-    low, high = judged["ci95"]
-    interval = "n/a" if low is None or high is None else f"{low:+.3f}, {high:+.3f}"
-    mean = _fmt(judged["mean_difference"], "+.3f")
+    seeds = list(range(len(ratios)))
     return (
-        f"ratio - {CLAIMED_RATIO} over seeds {judged['seeds_used']}: {mean} ({interval}): "
-        f"{judged['verdict']}"
+        f"ratio - {CLAIMED_RATIO} over seeds {seeds}: {interval_text(judged)}: {judged['verdict']}"
     )
 
 

@@ -1,17 +1,20 @@
-"""The verdict rule of `sao reproduce`, on hand-made per-seed differences."""
+"""The verdict rule of `sao reproduce`, on hand-made per-seed differences and side values."""
 
 import math
 
 import pytest
 
+from sao.reproduce.report import comparison_spread, judge_sides, seeds_needed_text
 from sao.reproduce.stats import (
     INCONCLUSIVE,
     NOT_REPRODUCED,
     REPRODUCED,
     ComparisonSpread,
     SeedsNeeded,
+    bracket_verdict,
     claim_seeds_needed,
     conjunction,
+    interval_text,
     mean_t_interval,
     projected_interval,
     sample_sd,
@@ -129,3 +132,72 @@ def test_the_search_stops_at_its_limit():
         [ComparisonSpread([-0.99, 0.01, 1.01], "greater")], max_seeds=1000
     ) == SeedsNeeded(None, INCONCLUSIVE)
     assert _needed([-0.99, 0.01, 1.01]) == SeedsNeeded(None, INCONCLUSIVE)
+
+
+# ------------------------------------------------------------ values known only within brackets
+def test_a_bracket_reproduces_only_at_its_unfavourable_end_and_refutes_only_at_its_favourable():
+    below, above, straddling = (
+        mean_t_interval([-0.30, -0.31, -0.29]),
+        mean_t_interval([0.30, 0.31, 0.29]),
+        mean_t_interval([-0.30, 0.10, 0.40]),
+    )
+    # Claimed `less`: the high ends are the unfavourable ones.
+    assert bracket_verdict(below, below, "less") == REPRODUCED
+    assert bracket_verdict(below, straddling, "less") == INCONCLUSIVE
+    assert bracket_verdict(above, above, "less") == NOT_REPRODUCED
+    assert bracket_verdict(straddling, above, "less") == INCONCLUSIVE
+    # Exact values (both ends the same interval): the plain rule.
+    for interval in (below, above, straddling):
+        assert bracket_verdict(interval, interval, "greater") == verdict(interval, "greater")
+    # An unbounded end gives no interval: it can never reproduce, the other end may refute.
+    unbounded = mean_t_interval([0.3, math.inf, 0.4])
+    assert bracket_verdict(above, unbounded, "less") == NOT_REPRODUCED
+    assert bracket_verdict(below, unbounded, "less") == INCONCLUSIVE
+
+
+def test_seeds_needed_of_a_bracket_projects_each_end_on_its_own():
+    # High ends mean 2, sd 1 (reproducing `greater` needs 4 seeds); low ends no better.
+    exact = ComparisonSpread([1.0, 2.0, 3.0], "greater")
+    bracketed = ComparisonSpread([1.0, 2.0, 3.0], "greater", refuting=[1.5, 2.5, 3.5])
+    assert (
+        claim_seeds_needed([bracketed]) == claim_seeds_needed([exact]) == SeedsNeeded(4, REPRODUCED)
+    )
+    # `less` with an unbounded high end: only the low ends can decide it, and only by refuting.
+    refuted = ComparisonSpread([0.5, math.inf, 1.5], "less", refuting=[1.0, 2.0, 3.0])
+    assert claim_seeds_needed([refuted]) == SeedsNeeded(4, NOT_REPRODUCED)
+    supportive = ComparisonSpread([0.5, math.inf, 1.5], "less", refuting=[-1.0, -2.0, -3.0])
+    assert claim_seeds_needed([supportive]) == SeedsNeeded(None, INCONCLUSIVE)
+
+
+# ---------------------------------------------------------- missing and non-finite values
+def test_a_missing_value_leaves_a_comparison_inconclusive_and_is_never_dropped():
+    # Seeds 0, 2 and 3 alone would give an interval wholly above 0.
+    judged = judge_sides([0.71, None, 0.73, 0.78], [0.5, 0.5, 0.5, 0.5], "greater", 0.0)
+    assert judged["verdict"] == INCONCLUSIVE
+    assert judged["seeds_used"] == [0, 2, 3] and judged["seeds_missing"] == [1]
+    assert judged["ci95"] == [None, None]
+    assert judged["seeds_needed"] is None
+    assert judged["differences"] == pytest.approx([0.21, 0.23, 0.28])
+    assert judge_sides([0.71, 0.72, 0.73, 0.78], [0.5] * 4, "greater", 0.0)["verdict"] == REPRODUCED
+    # A missing value on the right side counts the same.
+    assert (
+        judge_sides([0.71, 0.72, 0.73], [0.5, None, 0.5], "greater", 0.0)["verdict"] == INCONCLUSIVE
+    )
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_value_that_is_not_finite_leaves_a_comparison_inconclusive(bad):
+    judged = judge_sides([0.71, bad, 0.73, 0.78], [0.5] * 4, "greater", 0.0)
+    assert judged["verdict"] == INCONCLUSIVE and judged["seeds_missing"] == [1]
+    assert judged["ci95"] == [None, None]
+
+
+def test_a_claim_with_a_seed_missing_gets_no_seeds_needed_figure():
+    comparison = {
+        "relation": "greater",
+        "margin": 0.0,
+        **judge_sides([0.71, None, 0.73, 0.78], [0.5] * 4, "greater", 0.0),
+    }
+    assert claim_seeds_needed([comparison_spread(comparison)]) == SeedsNeeded(None, INCONCLUSIVE)
+    assert seeds_needed_text(comparison) == "n/a (a seed has no value)"
+    assert interval_text(comparison) == "+0.240, no interval (no value at seed 1)"

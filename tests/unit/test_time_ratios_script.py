@@ -72,14 +72,21 @@ def test_eval_curves_give_the_ratio_to_the_references_final_gain(tmp_path, capsy
     row, rule = capsys.readouterr().out.splitlines()[-2:]
     # target 0.06, the reference's gain at step 64 (640 s); SAO reaches it at step 20 (300 s)
     assert row.startswith("| 0 | 0.060 | 300.0 | 640.0 | 0.47 |")
-    assert rule.startswith("ratio - 0.5 over seeds [0]: -0.031 (n/a): ")
+    assert rule == "ratio - 0.5 over seeds [0]: -0.031, no interval: inconclusive"
 
 
-def test_the_rule_line_judges_the_seeds_with_a_ratio_and_names_them():
+def test_the_rule_line_judges_every_seed_and_a_missing_ratio_leaves_it_inconclusive():
+    # Seeds 0, 2 and 3 alone: -0.26 +- 4.303 * 0.036 / sqrt(3), wholly below 0. Seed 1 is not
+    # dropped to get there.
     line = time_ratios.rule_line([0.21, None, 0.23, 0.28])
-    # -0.26 +- 4.303 * 0.036 / sqrt(3) = -0.26 +- 0.09: below 0.5 on every seed with a ratio
-    assert line.startswith("ratio - 0.5 over seeds [0, 2, 3]: -0.260 (-0.350, -0.170): ")
-    assert line.endswith("reproduced")
+    assert line == (
+        "ratio - 0.5 over seeds [0, 1, 2, 3]: -0.260, no interval (no value at seed 1): "
+        "inconclusive"
+    )
+    # With seed 1 at 0.25: -0.2575 +- 3.182 * 0.0299 / 2 = -0.2575 +- 0.0475.
+    exact = time_ratios.rule_line([0.21, 0.25, 0.23, 0.28])
+    assert exact.startswith("ratio - 0.5 over seeds [0, 1, 2, 3]: -0.258 [-0.305, -0.210]: ")
+    assert exact.endswith(": reproduced")
     assert time_ratios.rule_line([0.9, 0.2]).endswith("inconclusive")
 
 

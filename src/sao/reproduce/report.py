@@ -5,18 +5,20 @@
 `verdict`, `seeds` (how many seeds every comparison of the claim could use), `seeds_needed` and
 `verdict_at_seeds_needed` (the power analysis, `sao.reproduce.stats.claim_seeds_needed`), and
 `comparisons`, each with the per-seed values of every arm it reads (`arm_values`), of each side,
-the per-seed differences, `mean_difference`, `sd` (their sample SD), `ci95`, its own `verdict`
-and its own `seeds_needed` / `verdict_at_seeds_needed`. Values a run lacks are `null` and named
-in `missing`. A comparison of a paired metric (claim (h)'s time ratio) has `threshold`: its
-`left_values` are the per-seed ratios, its `right_values` the threshold, `arm_values` each arm's
-seconds to the target and `targets` the per-seed target accuracies, with `seed_notes` on seeds
-whose ratio is a bound or missing; a claim with curves (h) has `curves`, per arm and seed
-(`sao.reproduce.curves`).
+the seeds with a value (`seeds_used`) and without (`seeds_missing`), the former's differences,
+`mean_difference`, `sd` (their sample SD), `ci95` (over every seed: none while a seed lacks a
+value), its own `verdict` and its own `seeds_needed` / `verdict_at_seeds_needed`. Values a run
+lacks are `null` and named in `missing`. A comparison of a paired metric (claim (h)'s time ratio)
+has `threshold`: its `left_values` are the per-seed ratios, its `right_values` the threshold,
+`arm_values` each arm's seconds to the target and `targets` the per-seed target accuracies, with
+`seed_notes` on seeds whose ratio is a bound or missing; a claim with curves (h) has `curves`,
+per arm and seed (`sao.reproduce.curves`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from sao.reproduce.stats import (
     POWER_METHOD,
     RULE,
     ComparisonSpread,
+    Interval,
     Relation,
     claim_seeds_needed,
     conjunction,
@@ -96,29 +99,56 @@ def judge_comparison(comparison: Comparison, seeds: int, out: Path) -> dict[str,
     }
 
 
+def _difference(a: float | None, b: float | None) -> float | None:
+    """`a - b`, or None when either is missing or the difference is not finite."""
+    return None if a is None or b is None else finite(a - b)
+
+
+def _rule_interval(per_seed: Sequence[float | None]) -> Interval:
+    """The rule's interval over every seed: none (inconclusive) when any seed lacks a value, so
+    that no seed is dropped to make one; an unbounded value (inf) gives none either."""
+    if any(d is None for d in per_seed):
+        return Interval(math.nan, -math.inf, math.inf, len(per_seed))
+    return mean_t_interval([d for d in per_seed if d is not None])
+
+
 def judge_sides(
     left: list[float | None], right: list[float | None], relation: Relation, margin: float
 ) -> dict[str, Any]:
     """The judged part of a comparison from its per-seed side values (None: missing): seeds
-    used, differences, their mean, SD and 95% interval, the verdict, and the seeds needed."""
-    paired = [
-        (seed, a - b)
-        for seed, (a, b) in enumerate(zip(left, right, strict=True))
-        if a is not None and b is not None
-    ]
-    differences = [d for _, d in paired]
-    interval = mean_t_interval(differences)
-    needed = claim_seeds_needed([ComparisonSpread(differences, relation, margin)])
+    with a value (`seeds_used`) and without (`seeds_missing`), the differences of the former,
+    their mean and SD, the 95% interval over every seed (none if any seed lacks a value), the
+    verdict, and the seeds needed."""
+    per_seed = [_difference(a, b) for a, b in zip(left, right, strict=True)]
+    differences = [d for d in per_seed if d is not None]
+    interval = _rule_interval(per_seed)
+    missing = [seed for seed, d in enumerate(per_seed) if d is None]
+    needed = claim_seeds_needed([_spread(differences, missing, relation, margin)])
     return {
-        "seeds_used": [seed for seed, _ in paired],
+        "seeds_used": [seed for seed, d in enumerate(per_seed) if d is not None],
+        "seeds_missing": missing,
         "differences": differences,
-        "mean_difference": finite(interval.mean),
+        "mean_difference": finite(sum(differences) / len(differences)) if differences else None,
         "sd": finite(sample_sd(differences)) if len(differences) >= 2 else None,
         "ci95": [finite(interval.low), finite(interval.high)],
         "verdict": verdict(interval, relation, margin),
         "seeds_needed": needed.seeds,
         "verdict_at_seeds_needed": needed.verdict,
     }
+
+
+def _spread(
+    differences: Sequence[float], missing: Sequence[int], relation: Relation, margin: float
+) -> ComparisonSpread:
+    """The power analysis's view of a comparison: a seed without a value stays in as NaN, so
+    no figure is projected while one is missing."""
+    return ComparisonSpread([*differences, *[math.nan] * len(missing)], relation, margin)
+
+
+def comparison_spread(comparison: dict[str, Any]) -> ComparisonSpread:
+    """A judged comparison (an entry of a claim's `comparisons`) as the power analysis sees it."""
+    missing = comparison.get("seeds_missing", [])
+    return _spread(comparison["differences"], missing, comparison["relation"], comparison["margin"])
 
 
 NOT_RUN = "not run"
@@ -153,9 +183,7 @@ def judge_claim(claim: Claim, seeds: int, out: Path) -> dict[str, Any]:
 def _claim_judgement(claim: dict[str, Any]) -> dict[str, Any]:
     """A claim's verdict, seeds and power analysis from its judged comparisons."""
     comparisons = claim["comparisons"]
-    needed = claim_seeds_needed(
-        [ComparisonSpread(c["differences"], c["relation"], c["margin"]) for c in comparisons]
-    )
+    needed = claim_seeds_needed([comparison_spread(c) for c in comparisons])
     complete = claim["runs_finished"] == claim["runs_planned"]
     return {
         "verdict": conjunction([c["verdict"] for c in comparisons]) if complete else NOT_RUN,
@@ -258,6 +286,8 @@ def seeds_needed_text(item: dict[str, Any]) -> str:
     if needed is not None:
         return f"{needed} (then {item['verdict_at_seeds_needed']})"
     comparisons = item.get("comparisons", [item])
+    if any(c.get("seeds_missing") for c in comparisons):
+        return "n/a (a seed has no value)"
     if any(len(c["differences"]) < 2 for c in comparisons):
         return "n/a (fewer than 2 seeds)"
     return f"more than {MAX_SEEDS_SEARCHED:,}"
@@ -364,6 +394,22 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _judgement_text(comp: dict[str, Any]) -> str:
+    """How a comparison's verdict was reached, in one sentence."""
+    low, high = comp["ci95"]
+    n = len(comp["differences"])
+    interval = (
+        f"Mean difference {_num(comp['mean_difference'])}, 95% t-interval "
+        f"[{_num(low)}, {_num(high)}] over {n} seed(s)"
+    )
+    if comp.get("seeds_missing"):
+        interval = (
+            f"Mean difference {_num(comp['mean_difference'])} over the {n} seed(s) with a value; "
+            f"no 95% t-interval, since seed(s) {comp['seeds_missing']} have none"
+        )
+    return f"{interval}: **{comp['verdict']}**."
+
+
 def _comparison_lines(comp: dict[str, Any]) -> list[str]:
     margin = f" - {comp['margin']:g}" if comp["relation"] == "not_less" else ""
     if "threshold" in comp:
@@ -377,12 +423,9 @@ def _comparison_lines(comp: dict[str, Any]) -> list[str]:
     for seed, (a, b) in enumerate(zip(comp["left_values"], comp["right_values"], strict=True)):
         diff = a - b if a is not None and b is not None else None
         lines.append(f"| {seed} | {_plain(a)} | {_plain(b)} | {_num(diff)} |")
-    low, high = comp["ci95"]
     lines += [
         "",
-        f"Mean difference {_num(comp['mean_difference'])}, 95% t-interval "
-        f"[{_num(low)}, {_num(high)}] over {len(comp['differences'])} seed(s): "
-        f"**{comp['verdict']}**. SD of the differences {_plain(comp.get('sd'))}; seeds needed "
+        f"{_judgement_text(comp)} SD of the differences {_plain(comp.get('sd'))}; seeds needed "
         f"for this comparison alone: {seeds_needed_text(comp)}.",
     ]
     if comp.get("targets"):

@@ -10,7 +10,8 @@ claimed direction:
 - `not_less` with margin m (no loss beyond m): `reproduced` if the interval lies wholly above -m,
   `not reproduced` if wholly below -m, else `inconclusive`.
 
-Fewer than 2 seeds, or a seed whose value is not finite, give no interval: `inconclusive`.
+Fewer than 2 seeds, or a seed whose value is missing or not finite, give no interval:
+`inconclusive`; a seed is never dropped to make an interval.
 A claim made of several comparisons is their conjunction: `reproduced` if every one is,
 `not reproduced` if any one is, else `inconclusive`.
 
@@ -52,7 +53,9 @@ two-sided 95% Student-t interval with n - 1 degrees of freedom (n = seeds).
 - claimed `left >= right - m` (no loss beyond a margin m): **reproduced** if the interval lies
   wholly above -m, **not reproduced** if wholly below -m, otherwise **inconclusive**.
 
-Fewer than 2 seeds, or a value that is missing or not finite, gives no interval: **inconclusive**.
+Fewer than 2 seeds, or a value that is missing or not finite at any seed, gives no interval:
+**inconclusive**; a seed without a value is never dropped to make one.
+
 A claim made of several comparisons is their conjunction: **reproduced** if every comparison is,
 **not reproduced** if any one is, otherwise **inconclusive**."""
 
@@ -67,7 +70,7 @@ power guarantee: it treats the observed mean and SD as the true ones, so a fresh
 size passes only about half the time (80% power needs roughly twice the seeds, by
 ((1.96 + 0.84) / 1.96)^2), and an SD from 3 seeds is itself uncertain (its 95% range spans about
 0.5x to 6x). A mean on the wrong side of the threshold gives the seeds needed to refute; a mean
-exactly at it, or more seeds than the search allows, gives none."""
+exactly at it, more seeds than the search allows, or a seed without a value, gives none."""
 
 MAX_SEEDS_SEARCHED = 10_000
 
@@ -119,6 +122,21 @@ def verdict(interval: Interval, relation: Relation, margin: float = 0.0) -> Verd
     return NOT_REPRODUCED if refuted else INCONCLUSIVE
 
 
+def bracket_verdict(
+    favourable: Interval, unfavourable: Interval, relation: Relation, margin: float = 0.0
+) -> Verdict:
+    """The verdict of a comparison whose per-seed values are known only to lie in brackets:
+    `favourable` is the interval with every seed at the end of its bracket most favourable to
+    the claim, `unfavourable` at the least favourable end. The claim is reproduced only if even
+    the unfavourable ends reproduce it, refuted only if even the favourable ends refute it.
+    With exact values (both intervals the same) this is `verdict`."""
+    if verdict(unfavourable, relation, margin) == REPRODUCED:
+        return REPRODUCED
+    if verdict(favourable, relation, margin) == NOT_REPRODUCED:
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
 def conjunction(verdicts: Sequence[Verdict]) -> Verdict:
     """A claim made of several comparisons: all must hold; any one refuted refutes it."""
     if not verdicts:
@@ -149,11 +167,16 @@ def projected_interval(mean: float, sd: float, n: int) -> Interval:
 
 @dataclass(frozen=True)
 class ComparisonSpread:
-    """What the power analysis keeps of one comparison: its per-seed differences and claim."""
+    """What the power analysis keeps of one comparison: its per-seed differences and claim.
+
+    For bracketed values (`bracket_verdict`), `differences` are those at the end least
+    favourable to the claim, which alone can reproduce it, and `refuting` those at the most
+    favourable end, which alone can refute it; None: the values are exact."""
 
     differences: Sequence[float]
     relation: Relation
     margin: float = 0.0
+    refuting: Sequence[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,27 +188,44 @@ class SeedsNeeded:
     verdict: Verdict
 
 
+def _observed(differences: Sequence[float]) -> tuple[float, float] | None:
+    """Mean and sample SD to project from; None with fewer than 2 values or any not finite."""
+    if len(differences) < 2 or not all(math.isfinite(d) for d in differences):
+        return None
+    return sum(differences) / len(differences), sample_sd(differences)
+
+
+_NO_INTERVAL = Interval(math.nan, -math.inf, math.inf, 0)
+
+
+def _projected(observed: tuple[float, float] | None, n: int) -> Interval:
+    return _NO_INTERVAL if observed is None else projected_interval(*observed, n)
+
+
 def claim_seeds_needed(
     comparisons: Sequence[ComparisonSpread], max_seeds: int = MAX_SEEDS_SEARCHED
 ) -> SeedsNeeded:
     """Seeds needed to decide a claim made of `comparisons` at their observed means and SDs.
 
     See `POWER_METHOD`. A comparison with fewer than 2 finite differences has no spread to
-    project from, and the claim gets `SeedsNeeded(None, "inconclusive")`.
+    project from, and the claim gets `SeedsNeeded(None, "inconclusive")`; a bracketed one
+    (`ComparisonSpread.refuting`) whose unfavourable ends have no spread can only be refuted.
     """
-    observed: list[tuple[float, float, Relation, float]] = []
+    observed: list[tuple[tuple[float, float] | None, tuple[float, float] | None, Relation, float]]
+    observed = []
     for comp in comparisons:
-        if len(comp.differences) < 2 or not all(math.isfinite(d) for d in comp.differences):
+        supporting = _observed(comp.differences)
+        refuting = supporting if comp.refuting is None else _observed(comp.refuting)
+        if supporting is None and refuting is None:
             return SeedsNeeded(None, INCONCLUSIVE)
-        mean = sum(comp.differences) / len(comp.differences)
-        observed.append((mean, sample_sd(comp.differences), comp.relation, comp.margin))
+        observed.append((supporting, refuting, comp.relation, comp.margin))
     if not observed:
         return SeedsNeeded(None, INCONCLUSIVE)
     for n in range(2, max_seeds + 1):
         decided = conjunction(
             [
-                verdict(projected_interval(mean, sd, n), relation, margin)
-                for mean, sd, relation, margin in observed
+                bracket_verdict(_projected(refuting, n), _projected(supporting, n), rel, margin)
+                for supporting, refuting, rel, margin in observed
             ]
         )
         if decided != INCONCLUSIVE:
@@ -193,11 +233,24 @@ def claim_seeds_needed(
     return SeedsNeeded(None, INCONCLUSIVE)
 
 
+def _mean_and_interval(mean: float | None, ci95: Sequence[float | None]) -> str:
+    low, high = ci95
+    if mean is None:
+        return "no interval"
+    if low is None or high is None:
+        return f"{mean:+.3f}, no interval"
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def _seed_list(seeds: Sequence[int]) -> str:
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(str(s) for s in seeds)
+
+
 def interval_text(comparison: dict) -> str:
     """A judged comparison's mean difference and 95% interval as the report and plots print it,
-    e.g. `+0.012 [-0.031, +0.055]`; `no interval` when any of the three is missing."""
-    low, high = comparison["ci95"]
-    mean = comparison["mean_difference"]
-    if None in (mean, low, high):
-        return "no interval"
-    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+    e.g. `+0.012 [-0.031, +0.055]`; `no interval` (with the seeds that lack a value) when the
+    rule has none."""
+    text = _mean_and_interval(comparison["mean_difference"], comparison["ci95"])
+    if comparison.get("seeds_missing"):
+        text += f" (no value at {_seed_list(comparison['seeds_missing'])})"
+    return text
