@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "windows": ("step_windows", "metrics averaged over step windows, pooled over runs"),
     "seeds": ("seed_table", "one row per preset over seeds: gain, endings, critic, staleness"),
     "pool": ("pool_evals", "`sao eval --json` results of several seeds pooled on the same tasks"),
+    "time-ratios": ("time_ratios", "claim (h)'s time-to-accuracy ratios of runs, seed by seed"),
     "endings": ("endings", "how a run's episodes ended, and how many of each earned a reward"),
     "critic-windows": ("critic_windows", "the critic over the first and last steps of runs"),
     "style-phases": ("style_phases", "style_stream: each preference phase as it opened and closed"),

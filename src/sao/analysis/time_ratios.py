@@ -1,12 +1,13 @@
-"""Print claim (h)'s per-seed time-to-accuracy ratios for runs made outside `sao reproduce`: each
-candidate run against the reference run of the same seed (same order), with the reference's
-final held-out accuracy as the target, read from both runs' eval curves (training seconds, value
-pretraining counted, evals not; `sao.reproduce.time_to_accuracy`). Also the trajectories each
-needed to reach that target, so time and sample efficiency can be told apart:
+"""`sao inspect time-ratios`: claim (h)'s per-seed time-to-accuracy ratios for runs made outside
+`sao reproduce`: each candidate run against the reference run of the same seed (same order), with
+the reference's final held-out accuracy as the target, read from both runs' eval curves
+(training seconds, value pretraining counted, evals not; `sao.reproduce.time_to_accuracy`). Also
+the trajectories each needed to reach that target, so time and sample efficiency can be told
+apart:
 
-python scripts/time_ratios.py \
-    --candidate runs/h_iso/sao_mb4_s0,runs/h_iso/sao_mb4_s1,runs/h_iso/sao_mb4_s2 \
-    --reference runs/reproduce_h_full/calc_grpo_timed/seed0,...
+    sao inspect time-ratios \\
+        --candidate runs/h_iso/sao_mb4_s0,runs/h_iso/sao_mb4_s1,runs/h_iso/sao_mb4_s2 \\
+        --reference runs/reproduce_h_full/calc_grpo_timed/seed0,...
 
 `--evals PATTERN` builds each run's curve from held-out evals saved beside it instead of its
 in-run evals: `sao eval --run RUN --step N --baseline WARM_START --json RUN/eval400_stepN.json`
@@ -25,7 +26,8 @@ import json
 import re
 from pathlib import Path
 
-from sao.durable import read_jsonl
+from sao.analysis.runs import InspectError, metrics
+from sao.reproduce.readers import MissingMetric
 from sao.reproduce.report import judge_sides
 from sao.reproduce.stats import interval_text
 from sao.reproduce.time_to_accuracy import (
@@ -75,10 +77,10 @@ def read_eval_curve(run_dir: Path, pattern: str, last_step: int | None = None) -
     `last_step`: paired gain over each eval's baseline against the run's clock and trajectories at
     that step, starting from (step 0, gain 0)."""
     if pattern.count("{step}") != 1:
-        raise SystemExit(f"--evals {pattern!r}: the pattern must hold {{step}} once")
-    rows = {int(r["step"]): r for r in read_jsonl(run_dir / "metrics.jsonl") if "time/train_s" in r}
+        raise InspectError(f"--evals {pattern!r}: the pattern must hold {{step}} once")
+    rows = {int(r["step"]): r for r in metrics(run_dir) if "time/train_s" in r}
     if 0 not in rows:
-        raise SystemExit(f"{run_dir / 'metrics.jsonl'}: no step-0 row with time/train_s")
+        raise InspectError(f"{run_dir / 'metrics.jsonl'}: no step-0 row with time/train_s")
     pretrain = float(rows[0].get("time/value_pretrain_s", 0.0))
     before, after = pattern.split("{step}")
     named = re.compile(re.escape(before) + r"(\d+)" + re.escape(after) + "$")
@@ -91,15 +93,15 @@ def read_eval_curve(run_dir: Path, pattern: str, last_step: int | None = None) -
         if last_step is not None and step > last_step:
             continue
         if step not in rows:
-            raise SystemExit(f"{path}: the run logged no step {step} with time/train_s")
+            raise InspectError(f"{path}: the run logged no step {step} with time/train_s")
         result = json.loads(path.read_text())
         scored = Path(result.get("weights_from") or f"step_{step}").name
         if scored != f"step_{step}":
-            raise SystemExit(f"{path}: named step {step}, but `sao eval` scored {scored}")
+            raise InspectError(f"{path}: named step {step}, but `sao eval` scored {scored}")
         points[step] = float(result["paired_difference"]["difference"])
     if len(points) == 1:
         upto = "" if last_step is None else f" up to step {last_step}"
-        raise SystemExit(f"{run_dir}: no eval matches {pattern!r}{upto}")
+        raise InspectError(f"{run_dir}: no eval matches {pattern!r}{upto}")
     steps = sorted(points)
     return Curve(
         tuple(pretrain + float(rows[s]["time/train_s"]) for s in steps),
@@ -114,12 +116,11 @@ def _eval_curve(spec: str, pattern: str) -> Curve:
     if not sep:
         return read_eval_curve(Path(spec), pattern)
     if not last.isdigit():
-        raise SystemExit(f"{spec}: expected RUN@STEP with a whole step after '@'")
+        raise InspectError(f"{spec}: expected RUN@STEP with a whole step after '@'")
     return read_eval_curve(Path(path), pattern, int(last))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidate", required=True, help="comma-separated run dirs, by seed")
     parser.add_argument("--reference", required=True, help="comma-separated run dirs, by seed")
     parser.add_argument(
@@ -128,11 +129,20 @@ def main(argv: list[str] | None = None) -> None:
         help="curves from saved evals RUN/PATTERN ({step} for the step), accuracy = paired gain; "
         "a run given as RUN@N stops at step N",
     )
-    args = parser.parse_args(argv)
+
+
+def _curve(run: Path) -> Curve:
+    try:
+        return read_curve(run)
+    except MissingMetric as err:
+        raise InspectError(str(err)) from None
+
+
+def run(args: argparse.Namespace) -> int:
     candidates = [Path(p) for p in args.candidate.split(",") if p]
     references = [Path(p) for p in args.reference.split(",") if p]
     if len(candidates) != len(references):
-        parser.error(f"{len(candidates)} candidate runs but {len(references)} reference runs")
+        raise InspectError(f"{len(candidates)} candidate runs but {len(references)} reference runs")
     print(
         "| seed | target | candidate s | reference s | ratio | candidate traj | reference traj "
         "| candidate final | end s (cand / ref) |"
@@ -143,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.evals:
             row = seed_row(_eval_curve(str(cand), args.evals), _eval_curve(str(ref), args.evals))
         else:
-            row = seed_row(read_curve(cand), read_curve(ref))
+            row = seed_row(_curve(cand), _curve(ref))
         ratios.append(row["ratio"] if isinstance(row["ratio"], float) else None)
         ratio = _fmt(row["ratio"], ".2f") + (f" ({row['reason']})" if row["reason"] else "")
         print(
@@ -153,7 +163,4 @@ def main(argv: list[str] | None = None) -> None:
             f"{row['candidate_end_s']:.0f} / {row['reference_end_s']:.0f} |"
         )
     print(rule_line(ratios))
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -1,13 +1,13 @@
-"""scripts/time_ratios.py: claim (h)'s per-seed numbers for runs made outside `sao reproduce`."""
+"""`sao inspect time-ratios`: claim (h)'s per-seed numbers for runs made outside `sao reproduce`."""
 
 import json
 
 import pytest
 
-from repo_scripts import load_script
+from sao.analysis import time_ratios
+from sao.analysis.runs import InspectError
+from sao.cli import main
 from sao.reproduce.time_to_accuracy import Curve
-
-time_ratios = load_script("time_ratios")
 
 
 def test_a_seed_row_reads_seconds_and_trajectories_to_the_references_final_accuracy():
@@ -59,15 +59,20 @@ def test_an_eval_curve_is_the_paired_gain_against_the_runs_clock_from_step_0(tmp
 def test_eval_curves_give_the_ratio_to_the_references_final_gain(tmp_path, capsys):
     candidate = _run_with_evals(tmp_path / "sao", {20: 0.06, 40: 0.09}, pretrain=100.0)
     reference = _run_with_evals(tmp_path / "grpo", {40: 0.03, 64: 0.06, 73: 0.08}, pretrain=0.0)
-    time_ratios.main(
-        [
-            "--candidate",
-            str(candidate),
-            "--reference",
-            f"{reference}@64",
-            "--evals",
-            "eval400_step{step}.json",
-        ]
+    assert (
+        main(
+            [
+                "inspect",
+                "time-ratios",
+                "--candidate",
+                str(candidate),
+                "--reference",
+                f"{reference}@64",
+                "--evals",
+                "eval400_step{step}.json",
+            ]
+        )
+        == 0
     )
     row, rule = capsys.readouterr().out.splitlines()[-2:]
     # target 0.06, the reference's gain at step 64 (640 s); SAO reaches it at step 20 (300 s)
@@ -92,9 +97,9 @@ def test_the_rule_line_judges_every_seed_and_a_missing_ratio_leaves_it_inconclus
 
 def test_eval_curves_refuse_a_pattern_without_a_step_and_a_run_without_evals(tmp_path):
     run = _run_with_evals(tmp_path / "run", {})
-    with pytest.raises(SystemExit, match="must hold"):
+    with pytest.raises(InspectError, match="must hold"):
         time_ratios.read_eval_curve(run, "eval400.json")
-    with pytest.raises(SystemExit, match="no eval matches"):
+    with pytest.raises(InspectError, match="no eval matches"):
         time_ratios.read_eval_curve(run, "eval400_step{step}.json")
 
 
@@ -103,8 +108,23 @@ def test_an_eval_whose_checkpoint_is_not_the_step_in_its_name_is_refused(tmp_pat
     saved = json.loads((run / "eval400_step40.json").read_text())
     saved["weights_from"] = str(run / "checkpoints" / "step_20")
     (run / "eval400_step40.json").write_text(json.dumps(saved))
-    with pytest.raises(SystemExit, match="named step 40, but `sao eval` scored step_20"):
+    with pytest.raises(InspectError, match="named step 40, but `sao eval` scored step_20"):
         time_ratios.read_eval_curve(run, "eval400_step{step}.json")
     saved["weights_from"] = str(run / "checkpoints" / "step_40")
     (run / "eval400_step40.json").write_text(json.dumps(saved))
     assert time_ratios.read_eval_curve(run, "eval400_step{step}.json").accuracy == (0.0, 0.05)
+
+
+def test_a_run_made_before_the_training_clock_and_unequal_seed_lists_are_one_line(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text("{}")
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 0, "eval/accuracy": 0.5}) + "\n")
+    assert main(["inspect", "time-ratios", "--candidate", str(run), "--reference", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"sao inspect time-ratios: {run / 'metrics.jsonl'}: no time/train_s (run made before it)\n"
+    )
+    argv = ["--candidate", f"{run},{run}", "--reference", str(run)]
+    assert main(["inspect", "time-ratios", *argv]) == 2
+    assert "2 candidate runs but 1 reference runs" in capsys.readouterr().err
