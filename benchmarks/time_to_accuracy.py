@@ -13,7 +13,8 @@ are reused, so a second call only re-reads them.
 
 `--candidate sao_mb4` times SAO with four DIS updates per batch (claim (h_mb4)) in `sao`'s place.
 
-Prints each run's target, seconds to it and wall time, and `ratio` (claimed: below 0.5);
+Prints each run's target, seconds to it and wall time, and `ratio` (claimed: below 0.5) with the
+bracket its evals allow (`ratio_bracket`);
 `--json` also writes them (`-` for stdout only).
 """
 
@@ -66,12 +67,17 @@ def main() -> int:
         "grpo_train_s": grpo_curve.seconds[-1],
         "sao_final_accuracy": sao_curve.accuracy[-1],
         "ratio": ratio.ratio,
+        # The crossings lie between evals, so the ratio does too; null high: never reached.
+        "ratio_bracket": None if ratio.low is None else [ratio.low, ratio.high],
         "claimed_below": CLAIMED_RATIO,
         "note": ratio.reason,
         "curves": {"sao": sao_curve.to_dict(), "grpo": grpo_curve.to_dict()},
     }
     sao_s = "never" if ratio.candidate_s is None else f"{ratio.candidate_s:.1f} s"
     shown = "n/a" if ratio.ratio is None else f"{ratio.ratio:.3f}"
+    if ratio.low is not None:
+        high = "unbounded" if ratio.high is None else f"{ratio.high:.3f}"
+        shown += f" (between evals: {ratio.low:.3f} to {high})"
     print(
         f"{args.env}{' + latency' if args.latency else ''} ({args.budget}, seed {args.seed}): "
         f"target {ratio.target:.3f} (grpo final); grpo {ratio.reference_s:.1f} s, "

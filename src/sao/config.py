@@ -241,7 +241,8 @@ class TrainConfig(_Section):
     """The held-out gain a run's eval should resolve: when a true gain of this size would clear
     zero in under 90% of evals as sharp as the run's paired first and last evals (for 0.10: a
     95% half-width over about 0.06), summary.json and the closing line say so and how many tasks
-    (`eval_n`) would do (`sao.evaluation.eval_resolution`)."""
+    (`eval_n`) would do (`sao.evaluation.eval_resolution`; a paired SD measured as 0 is taken as
+    0.5, a pass/fail score's largest)."""
     checkpoint_every: int = Field(20, ge=1)
     """Checkpoint every N steps (always at step 0, after value pretraining, and at the end)."""
     keep_checkpoints: int = Field(2, ge=1)

@@ -121,37 +121,79 @@ def detection_chance(half_width: float, effect: float, z: float = Z_95) -> float
     return NormalDist().cdf(effect * z / half_width - z)
 
 
+PASS_FAIL_SD = 0.5
+"""The largest SD a pass/fail score can have (at p = 0.5), as for any score in [0, 1]: what an
+eval's power is computed from when every task's paired difference came out the same. A sample
+SD of 0 from a few tasks says the tasks agreed, not that a fresh sample of tasks would."""
+
+
+def power_sd(paired: dict[str, Any]) -> tuple[float, bool]:
+    """The per-task SD a paired eval's power is computed from, and whether it is the bound
+    `PASS_FAIL_SD` because the measured SD is 0 (never a power from no measured spread)."""
+    measured = paired["sd"]
+    if measured > 0.0:
+        return measured, False
+    return PASS_FAIL_SD, True
+
+
 def eval_resolution(paired: dict[str, Any], effect: float) -> dict[str, Any]:
     """Whether a paired eval (`paired_difference`'s result) can resolve a gain of `effect`.
 
-    Returns `effect`, `half_width` (of the 95% interval), `sd`, `n`, `detection_chance` (how
-    often a true gain of `effect` would clear zero in such an eval), `resolves` (at least 90%,
-    i.e. a half-width of at most `effect * 1.96 / (1.96 + 1.28)`) and `eval_n_needed`
-    (`tasks_to_resolve` at the observed SD).
+    Returns `effect`, `half_width` (of the 95% interval, `1.96 power_sd / sqrt(n)`), `sd` (the
+    measured paired SD), `power_sd` (the SD the power is computed from: the measured one, or
+    `PASS_FAIL_SD` when that is 0, `sd_bounded` then true), `n`, `detection_chance` (how often
+    a true gain of `effect` would clear zero in such an eval), `resolves` (at least 90%, i.e. a
+    half-width of at most `effect * 1.96 / (1.96 + 1.28)`) and `eval_n_needed`
+    (`tasks_to_resolve` at `power_sd`).
     """
-    low, high = paired["difference_ci95"]
-    half = (high - low) / 2
+    sd, bounded = power_sd(paired)
+    half = Z_95 * sd / math.sqrt(paired["n"])
     return {
         "effect": effect,
         "half_width": half,
         "sd": paired["sd"],
+        "power_sd": sd,
+        "sd_bounded": bounded,
         "n": paired["n"],
         "detection_chance": detection_chance(half, effect),
         "resolves": half <= effect * Z_95 / (Z_95 + Z_POWER) + 1e-12,
-        "eval_n_needed": tasks_to_resolve(paired["sd"], effect),
+        "eval_n_needed": tasks_to_resolve(sd, effect),
     }
+
+
+def _gain_interval(gain: dict[str, Any], resolution: dict[str, Any]) -> tuple[float, float]:
+    """The gain's 95% interval as the line states it: with the SD bounded, the one the bound
+    gives, since the eval's own zero-width interval would claim a precision it did not show."""
+    if not resolution.get("sd_bounded"):
+        low, high = gain["difference_ci95"]
+        return low, high
+    diff, half = gain["difference"], resolution["half_width"]
+    return diff - half, diff + half
+
+
+def _where(low: float, high: float) -> str:
+    return "above 0" if low > 0 else "below 0" if high < 0 else "not distinguishable from 0"
 
 
 def resolution_line(gain: dict[str, Any], resolution: dict[str, Any]) -> str:
     """One line on a paired held-out gain: whether its interval excludes zero, and whether the
     eval could resolve the effect of interest; when it could not, how many tasks would (said
-    without "cannot resolve" when this gain's interval already excludes zero)."""
-    low, high = gain["difference_ci95"]
-    where = "above 0" if low > 0 else "below 0" if high < 0 else "not distinguishable from 0"
-    head = (
-        f"held-out gain {gain['difference']:+.3f} +- {resolution['half_width']:.3f} (paired 95% "
-        f"interval, n={resolution['n']} tasks), {where}"
-    )
+    without "cannot resolve" when this gain's interval already excludes zero). A measured SD of
+    0 is never taken at its word: the line then works from `PASS_FAIL_SD` and says so."""
+    where = _where(*_gain_interval(gain, resolution))
+    half, n, diff = resolution["half_width"], resolution["n"], gain["difference"]
+    if resolution.get("sd_bounded"):
+        head = (
+            f"held-out gain {diff:+.3f} over n={n} tasks, every task's difference the same "
+            f"(a paired SD of 0 measured on {n} tasks, not a spread of 0); at a per-task SD of "
+            f"{resolution['power_sd']:g}, a pass/fail score's largest, +- {half:.3f} (95%), {where}"
+        )
+        source = f"at that SD of {resolution['power_sd']:g}"
+    else:
+        head = (
+            f"held-out gain {diff:+.3f} +- {half:.3f} (paired 95% interval, n={n} tasks), {where}"
+        )
+        source = f"from the paired SD {resolution['sd']:.3f}"
     effect = resolution["effect"]
     chance = f"a true one clears 0 in {resolution['detection_chance']:.0%} of such evals"
     if resolution["resolves"]:
@@ -164,8 +206,7 @@ def resolution_line(gain: dict[str, Any], resolution: dict[str, Any]) -> str:
         )
     return (
         f"{head}; this eval cannot resolve a gain of {effect:g} ({chance}, under 90%); about "
-        f"{resolution['eval_n_needed']} held-out tasks would (train.eval_n, from the paired SD "
-        f"{resolution['sd']:.3f})"
+        f"{resolution['eval_n_needed']} held-out tasks would (train.eval_n, {source})"
     )
 
 

@@ -114,12 +114,18 @@ def test_train_writes_the_run_directory_and_resumes_without_loss(tiny_policy_dir
     expected = summary["final_accuracy"] - summary["initial_accuracy"]
     assert abs(gain["difference"] - expected) < 1e-9
     # The eval's resolution of train.eval_effect (default 0.10), from that paired gain.
+    # A tiny policy may score every task alike: a measured SD of 0 is replaced by the 0.5 bound.
     resolution = summary["eval_resolution"]
     low, high = gain["difference_ci95"]
-    assert resolution["half_width"] == pytest.approx((high - low) / 2)
+    expected_sd = gain["sd"] if gain["sd"] > 0 else 0.5
+    assert resolution["power_sd"] == expected_sd
+    assert resolution["sd_bounded"] == (gain["sd"] == 0)
+    if not resolution["sd_bounded"]:
+        assert resolution["half_width"] == pytest.approx((high - low) / 2)
+    assert resolution["half_width"] == pytest.approx(1.96 * expected_sd / gain["n"] ** 0.5)
     assert resolution["effect"] == 0.10 and resolution["n"] == summary["eval_n"]
     assert resolution["resolves"] == (resolution["detection_chance"] >= 0.90 - 1e-6)
-    assert resolution["eval_n_needed"] == tasks_to_resolve(gain["sd"], 0.10)
+    assert resolution["eval_n_needed"] == tasks_to_resolve(expected_sd, 0.10)
     assert closing_line(summary) == f"sao train: {resolution_line(gain, resolution)}"
     completed_first = read_trajectories(run_dir)
     # Each step row carries how its trained batch ended, counted again from the trajectory log.

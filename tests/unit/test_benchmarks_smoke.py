@@ -110,10 +110,10 @@ def test_time_to_accuracy_reuses_finished_runs(monkeypatch, capsys, tmp_path):
     _finished_run(tmp_path / "quick" / "calc_sao_timed" / "seed0", [0, 50, 100], [0.2, 0.6, 0.7])
     _finished_run(tmp_path / "quick" / "calc_grpo_timed" / "seed0", [0, 100, 200], [0.2, 0.4, 0.6])
     run_benchmark(monkeypatch, "time_to_accuracy.py", "--out", str(tmp_path))
-    # GRPO reaches its final 0.6 at 200 s, SAO at 50 s.
+    # GRPO reaches its final 0.6 at 200 s, SAO at 50 s; between evals, anywhere from 0 to 0.5.
     assert capsys.readouterr().out.splitlines() == [
         "calc (quick, seed 0): target 0.600 (grpo final); grpo 200.0 s, sao 50.0 s; "
-        "ratio 0.250 (claimed < 0.5)"
+        "ratio 0.250 (between evals: 0.000 to 0.500) (claimed < 0.5)"
     ]
 
 

@@ -6,6 +6,7 @@ import random
 import pytest
 
 from sao.evaluation import (
+    PASS_FAIL_SD,
     detection_chance,
     eval_resolution,
     paired_difference,
@@ -108,3 +109,41 @@ def test_an_eval_too_small_for_the_effect_says_so_and_names_the_tasks_that_would
     )
     better = paired_difference([1.0] * 30 + [0.0] * 70, [0.0] * 100)
     assert ", above 0; " in resolution_line(better, eval_resolution(better, 0.10))
+
+
+def test_a_paired_sd_measured_as_zero_is_not_taken_for_no_spread():
+    # The reviewer's case: 8 tasks, each scored the same before and after. The eval's own SD is
+    # 0, which would make its interval zero-wide and every gain "resolved".
+    gain = paired_difference([0.0] * 8, [0.0] * 8)
+    assert gain["sd"] == 0.0 and gain["difference_ci95"] == [0.0, 0.0]
+    resolution = eval_resolution(gain, 0.10)
+    assert resolution["sd_bounded"] and resolution["power_sd"] == PASS_FAIL_SD == 0.5
+    half = 1.96 * 0.5 / math.sqrt(8)  # 0.346
+    assert resolution["half_width"] == pytest.approx(half)
+    assert not resolution["resolves"]
+    assert resolution["detection_chance"] == pytest.approx(detection_chance(half, 0.10))
+    assert resolution["detection_chance"] < 0.1
+    assert resolution["eval_n_needed"] == tasks_to_resolve(0.5, 0.10) == 263
+    line = resolution_line(gain, resolution)
+    assert "resolves a gain" not in line
+    assert line == (
+        "held-out gain +0.000 over n=8 tasks, every task's difference the same (a paired SD of 0 "
+        "measured on 8 tasks, not a spread of 0); at a per-task SD of 0.5, a pass/fail score's "
+        f"largest, +- {half:.3f} (95%), not distinguishable from 0; this eval cannot resolve a "
+        f"gain of 0.1 (a true one clears 0 in {resolution['detection_chance']:.0%} of such evals, "
+        "under 90%); about 263 held-out tasks would (train.eval_n, at that SD of 0.5)"
+    )
+
+
+def test_a_zero_sd_gain_is_placed_against_zero_by_the_bounds_interval():
+    everywhere = paired_difference([1.0] * 8, [0.0] * 8)  # +1 on every task: above 0 even so
+    line = resolution_line(everywhere, eval_resolution(everywhere, 0.10))
+    assert ", above 0; a true gain of 0.1 would clear 0 in only 8% of such evals" in line
+    small = paired_difference([0.9] * 8, [0.8] * 8)  # +0.1 on every task: +-0.346 straddles 0
+    assert "not distinguishable from 0" in resolution_line(small, eval_resolution(small, 0.10))
+    # Enough tasks resolve a gain even at the bound; a measured spread is used as it is.
+    many = paired_difference([0.0] * 400, [0.0] * 400)
+    assert eval_resolution(many, 0.10)["resolves"]
+    spread = paired_difference([1.0] + [0.0] * 7, [0.0] * 8)
+    measured = eval_resolution(spread, 0.10)
+    assert not measured["sd_bounded"] and measured["power_sd"] == spread["sd"]

@@ -20,6 +20,8 @@ def test_a_seed_row_reads_seconds_and_trajectories_to_the_references_final_accur
     assert row["ratio"] == pytest.approx(0.3)
     assert row["candidate_traj"] == pytest.approx(960.0)
     assert row["reference_traj"] == pytest.approx(1920.0)
+    # SAO crossed in (20, 60] s, the reference in (100, 200] s.
+    assert row["bracket"] == pytest.approx((20 / 200, 60 / 100))
 
 
 def test_a_candidate_that_never_reaches_the_target_gives_its_lower_bound():
@@ -28,6 +30,7 @@ def test_a_candidate_that_never_reaches_the_target_gives_its_lower_bound():
     row = time_ratios.seed_row(candidate, reference)
     assert row["candidate_s"] is None and row["candidate_traj"] is None
     assert row["ratio"] == pytest.approx(1.5) and "lower bound" in row["reason"]
+    assert row["bracket"] == (pytest.approx(1.5), None)
 
 
 def _run_with_evals(run_dir, gains: dict[int, float], pretrain: float = 50.0):
@@ -75,9 +78,11 @@ def test_eval_curves_give_the_ratio_to_the_references_final_gain(tmp_path, capsy
         == 0
     )
     row, rule = capsys.readouterr().out.splitlines()[-2:]
-    # target 0.06, the reference's gain at step 64 (640 s); SAO reaches it at step 20 (300 s)
-    assert row.startswith("| 0 | 0.060 | 300.0 | 640.0 | 0.47 |")
-    assert rule == "ratio - 0.5 over seeds [0]: -0.031, no interval: inconclusive"
+    # target 0.06, the reference's gain at step 64 (640 s); SAO reaches it at step 20 (300 s):
+    # SAO crossed in (100, 300] s, the reference in (400, 640] s
+    assert row.startswith("| 0 | 0.060 | 300.0 | 640.0 | 0.47 | 0.16 to 0.75 |")
+    assert rule.startswith("ratio - 0.5 over seeds [0]: -0.031, no interval between evals' lines")
+    assert rule.endswith(": inconclusive")
 
 
 def test_the_rule_line_judges_every_seed_and_a_missing_ratio_leaves_it_inconclusive():
@@ -93,6 +98,23 @@ def test_the_rule_line_judges_every_seed_and_a_missing_ratio_leaves_it_inconclus
     assert exact.startswith("ratio - 0.5 over seeds [0, 1, 2, 3]: -0.258 [-0.305, -0.210]: ")
     assert exact.endswith(": reproduced")
     assert time_ratios.rule_line([0.9, 0.2]).endswith("inconclusive")
+
+
+def test_the_rule_line_takes_a_seed_sao_never_finished_at_its_lower_bound():
+    # Seed 1 never reached the target within 0.25 of the reference's time: it enters with that
+    # lower bound and no upper end, so it cannot help the claim.
+    ratios = [0.21, 0.25, 0.23, 0.28]
+    brackets = [(0.21, 0.21), (0.25, None), (0.23, 0.23), (0.28, 0.28)]
+    line = time_ratios.rule_line(ratios, brackets)
+    assert "bracket ends low -0.258 [-0.305, -0.210], high unbounded (seed 1)" in line
+    assert line.endswith(": inconclusive")
+    # Lower bounds over 0.5 refute it.
+    slow = [(0.9, 1.0), (1.2, None), (0.95, 1.1)]
+    assert time_ratios.rule_line([0.95, 1.2, 1.0], slow).endswith(": not reproduced")
+    # The claim is judged at each bracket's high end, not on the lines between evals.
+    wide = [(0.1, 0.6), (0.15, 0.65), (0.12, 0.62)]
+    assert time_ratios.rule_line([0.3, 0.32, 0.31]).endswith(": reproduced")
+    assert time_ratios.rule_line([0.3, 0.32, 0.31], wide).endswith(": inconclusive")
 
 
 def test_eval_curves_refuse_a_pattern_without_a_step_and_a_run_without_evals(tmp_path):

@@ -1,5 +1,6 @@
-"""Claim (h), time to accuracy: the interpolated first crossing, the per-seed ratio and its edge
-cases, the runs it plans, and a study judged end to end from stub runs."""
+"""Claim (h), time to accuracy: the interpolated first crossing and the bracket the evals allow
+for it, the per-seed ratio and its edge cases, the verdict at the brackets' ends, the runs it
+plans, and a study judged end to end from stub runs."""
 
 import json
 from pathlib import Path
@@ -9,10 +10,18 @@ import pytest
 from sao.reproduce.budgets import BUDGETS
 from sao.reproduce.claims import CLAIMS, PAPER_CLAIMS
 from sao.reproduce.command import parse_claims, run_reproduce_command
+from sao.reproduce.paired import NO_BRACKETS
 from sao.reproduce.readers import MissingMetric
 from sao.reproduce.refresh import refresh
+from sao.reproduce.report import judge_brackets
 from sao.reproduce.runs import run_config
-from sao.reproduce.time_to_accuracy import Curve, read_curve, time_ratio, time_to_accuracy
+from sao.reproduce.time_to_accuracy import (
+    Curve,
+    crossing_bracket,
+    read_curve,
+    time_ratio,
+    time_to_accuracy,
+)
 
 
 def test_time_to_accuracy_interpolates_the_first_crossing():
@@ -50,13 +59,75 @@ def test_time_ratio_reads_the_reference_final_accuracy_as_the_target():
     assert time_ratio(candidate, early).reference_s == pytest.approx(50 * 0.4 / 0.5)
 
 
-def test_a_candidate_that_never_reaches_the_target_is_a_bound_only_when_it_refutes():
-    reference = _curve([0, 100], [0.2, 0.6])
+def test_the_crossing_lies_between_the_last_eval_below_the_target_and_the_first_at_it():
+    xs, ys = [0.0, 10.0, 20.0, 30.0], [0.2, 0.4, 0.3, 0.8]
+    assert crossing_bracket(xs, ys, 0.3) == (0.0, 10.0)
+    assert crossing_bracket(xs, ys, 0.4) == (0.0, 10.0)  # met at 10, may have been before
+    assert crossing_bracket(xs, ys, 0.6) == (20.0, 30.0)
+    assert crossing_bracket(xs, ys, 0.1) == (0.0, 0.0)  # reached at the start
+    assert crossing_bracket(xs, ys, 0.81) is None
+    for target in (0.3, 0.4, 0.6, 0.1):
+        low, high = crossing_bracket(xs, ys, target)
+        assert low <= time_to_accuracy(xs, ys, target) <= high
+
+
+def test_the_ratios_bracket_runs_from_earliest_over_latest_to_latest_over_earliest():
+    reference = _curve([0, 100, 200], [0.2, 0.5, 0.6])  # target 0.6: crossed in (100, 200]
+    candidate = _curve([10, 40, 80], [0.2, 0.4, 0.8])  # crossed in (40, 80], at 60 on the line
+    result = time_ratio(candidate, reference)
+    assert result.ratio == pytest.approx(0.3)
+    assert (result.low, result.high) == pytest.approx((40 / 200, 80 / 100))
+    # A reference crossing that may lie at 0 s leaves the ratio unbounded above.
+    quick = time_ratio(candidate, _curve([0, 100], [0.2, 0.6]))
+    assert quick.low == pytest.approx(40 / 100) and quick.high is None
+
+
+def test_a_candidate_that_never_reaches_the_target_enters_with_its_lower_bound():
+    reference = _curve([0, 50, 100], [0.2, 0.4, 0.6])
     slow = time_ratio(_curve([0, 70], [0.2, 0.5]), reference)
     assert slow.candidate_s is None and slow.ratio == pytest.approx(0.7)
     assert "lower bound" in slow.reason
+    assert (slow.low, slow.high) == (pytest.approx(0.7), None)
+    # A bound below the claimed 0.5 is a bound all the same: the seed is not dropped.
     short = time_ratio(_curve([0, 30], [0.2, 0.5]), reference)
-    assert short.ratio is None and "bound 0.30" in short.reason
+    assert short.ratio == pytest.approx(0.3) and "lower bound" in short.reason
+    assert (short.low, short.high) == (pytest.approx(0.3), None)
+
+
+def test_claim_h_is_judged_at_the_end_of_each_bracket_least_favourable_to_it():
+    # On the lines between evals every seed is under 0.5, and the interval with them.
+    values = [0.30, 0.32, 0.31]
+    assert judge_brackets(values, [(v, v) for v in values], 0.5, "less", 0.0)["verdict"] == (
+        "reproduced"
+    )
+    # But each crossing could lie as late as 0.6-0.65 of the reference's time: not shown.
+    wide = [(0.20, 0.60), (0.25, 0.65), (0.22, 0.62)]
+    judged = judge_brackets(values, wide, 0.5, "less", 0.0)
+    assert judged["verdict"] == "inconclusive"
+    assert judged["mean_difference"] == pytest.approx(-0.19)  # the lines' figure, still shown
+    assert judged["ends"]["high"]["mean_difference"] == pytest.approx(0.123, abs=1e-3)
+    assert judged["ends"]["low"]["mean_difference"] == pytest.approx(-0.277, abs=1e-3)
+    # Narrow brackets wholly under 0.5 reproduce it.
+    narrow = [(0.28, 0.33), (0.30, 0.34), (0.29, 0.33)]
+    assert judge_brackets(values, narrow, 0.5, "less", 0.0)["verdict"] == "reproduced"
+
+
+def test_a_seed_where_sao_never_reached_the_target_counts_against_claim_h():
+    # Seed 1 never reached the target within 0.3 of the reference's time: it cannot support
+    # the claim, and it is not dropped to let the other two decide it.
+    values = [0.20, 0.30, 0.21]
+    judged = judge_brackets(values, [(0.19, 0.22), (0.30, None), (0.20, 0.23)], 0.5, "less", 0.0)
+    assert judged["verdict"] == "inconclusive" and judged["seeds_used"] == [0, 1, 2]
+    assert judged["ends"]["high"]["ci95"] == [None, None]
+    assert judged["seeds_needed"] is None
+    # Lower bounds already over 0.5 refute it.
+    slow = judge_brackets(
+        [1.0, 1.2, 0.95], [(0.85, 1.1), (1.2, None), (0.9, 1.0)], 0.5, "less", 0.0
+    )
+    assert slow["verdict"] == "not reproduced"
+    # A seed with no ratio at all (a reference that never rose) leaves it inconclusive.
+    none = judge_brackets([0.3, None, 0.3], [(0.28, 0.32), None, (0.29, 0.31)], 0.5, "less", 0.0)
+    assert none["verdict"] == "inconclusive" and none["seeds_missing"] == [1]
 
 
 def test_a_reference_that_never_rose_gives_no_ratio():
@@ -142,7 +213,8 @@ def test_timed_arms_get_the_budget_eval_points_and_the_latency_overlay(tmp_path)
     assert not {a.key for a in CLAIMS["a"].arms} & {a.key for a in CLAIMS["h"].arms}
 
 
-# SAO crosses every target at a third of GRPO's time, plus a seed-dependent wobble.
+# SAO crosses every target at a third of GRPO's time, plus a seed-dependent wobble; GRPO's evals
+# at 90 and 100 s pin its crossing, so that every bracket's high end is under 0.5.
 def _stub_run(config, run_dir: Path, resume: bool) -> None:
     seed = config.train.seed
     if config.preset == "sao":
@@ -150,7 +222,8 @@ def _stub_run(config, run_dir: Path, resume: bool) -> None:
         _write_run(run_dir, 10.0, points)
     else:
         final = 0.6 if config.preset == "grpo" else 0.65
-        _write_run(run_dir, 0.0, [(0.0, 0, 0.2), (50.0, 64, 0.4), (100.0, 128, final)])
+        points = [(0.0, 0, 0.2), (50.0, 64, 0.4), (90.0, 96, 0.5), (100.0, 128, final)]
+        _write_run(run_dir, 0.0, points)
 
 
 def test_claim_h_is_judged_from_the_curves_and_plotted(tmp_path, capsys):
@@ -166,8 +239,13 @@ def test_claim_h_is_judged_from_the_curves_and_plotted(tmp_path, capsys):
     assert grpo["targets"] == [0.6, 0.6, 0.6]
     assert grpo["arm_values"]["calc_grpo_timed"] == [100.0, 100.0, 100.0]
     assert grpo["differences"] == pytest.approx([v - 0.5 for v in expected])
+    # SAO crossed in (10, 30 + 2k] s, GRPO in (90, 100] s.
+    brackets = [[10 / 100, (30 + 2 * k) / 90] for k in range(3)]
+    flat = [end for bracket in brackets for end in bracket]
+    assert [end for bracket in grpo["brackets"] for end in bracket] == pytest.approx(flat)
     assert grpo["verdict"] == grpo_dis["verdict"] == claim["verdict"] == "reproduced"
-    assert claim["seeds_needed"] == 2
+    # High ends 0.333, 0.356, 0.378: SD 0.022 around -0.144, decided at 3 seeds, not 2.
+    assert claim["seeds_needed"] == 3
     assert claim["curves"]["calc_sao_timed"][1]["train_s"] == [10.0, 32.0, 70.0]
     assert (tmp_path / "plots" / "claim_h_curves.png").stat().st_size > 0
     markdown = (tmp_path / "report.md").read_text()
@@ -175,10 +253,52 @@ def test_claim_h_is_judged_from_the_curves_and_plotted(tmp_path, capsys):
     assert "plots/claim_h_curves.png" in markdown
     assert "(h) reproduced" in capsys.readouterr().out
     assert "seed 1: 0.6000, calc_sao_timed 27.6 s, calc_grpo_timed 100.0 s" in markdown
-    # A stored report is judged again from its per-seed ratios alone.
+    # A stored report is judged again from the curves it keeps.
     rejudged = refresh(tmp_path / "report.json")["claims"][0]
     assert rejudged["verdict"] == "reproduced"
     assert rejudged["comparisons"][0]["ci95"] == pytest.approx(grpo["ci95"])
+    rebracketed = rejudged["comparisons"][0]["brackets"]
+    assert [end for bracket in rebracketed for end in bracket] == pytest.approx(flat)
+
+
+def _report_of_claim_h(tmp_path: Path) -> Path:
+    run_reproduce_command(["h"], 3, "quick", tmp_path, _stub_run, lambda c: None, False)
+    return tmp_path / "report.json"
+
+
+def test_a_stored_report_made_before_brackets_is_judged_at_them_from_its_curves(tmp_path):
+    path = _report_of_claim_h(tmp_path)
+    report = json.loads(path.read_text())
+    claim = report["claims"][0]
+    for comparison in claim["comparisons"]:
+        for key in ("brackets", "ends", "seeds_missing"):
+            del comparison[key]
+    # An older report also left out seeds whose SAO run never reached the target, and judged
+    # the rest; seed 1's curve now never reaches GRPO's final accuracy.
+    claim["curves"]["calc_sao_timed"][1]["accuracy"] = [0.2, 0.3, 0.35]
+    claim["comparisons"][0]["left_values"][1] = None
+    path.write_text(json.dumps(report))
+    refreshed = refresh(path)["claims"][0]
+    grpo = refreshed["comparisons"][0]
+    assert grpo["left_values"][1] == pytest.approx(70 / 100)  # its whole run: a lower bound
+    assert grpo["brackets"][1] == [pytest.approx(70 / 100), None]
+    assert grpo["verdict"] == refreshed["verdict"] == "inconclusive"
+    assert "seed 1: never reached 0.600: lower bound" in grpo["seed_notes"]
+
+
+def test_a_stored_ratio_without_a_bracket_or_curves_judges_nothing(tmp_path):
+    path = _report_of_claim_h(tmp_path)
+    report = json.loads(path.read_text())
+    claim = report["claims"][0]
+    del claim["curves"]
+    for comparison in claim["comparisons"]:
+        del comparison["brackets"]
+    path.write_text(json.dumps(report))
+    refreshed = refresh(path)["claims"][0]
+    assert refreshed["verdict"] == "inconclusive"
+    assert all(NO_BRACKETS in c["missing"] for c in refreshed["comparisons"])
+    # The ratios on the lines between evals are still shown.
+    assert refreshed["comparisons"][0]["left_values"] == claim["comparisons"][0]["left_values"]
 
 
 def test_a_sao_run_that_never_reaches_the_target_refutes_through_its_bound(tmp_path):

@@ -3,7 +3,8 @@
 the reference's final held-out accuracy as the target, read from both runs' eval curves
 (training seconds, value pretraining counted, evals not; `sao.reproduce.time_to_accuracy`). Also
 the trajectories each needed to reach that target, so time and sample efficiency can be told
-apart:
+apart, and each ratio's bracket (the crossings lie between evals); the last line judges the
+seeds at the brackets' ends, as `sao reproduce` does:
 
     sao inspect time-ratios \\
         --candidate runs/h_iso/sao_mb4_s0,runs/h_iso/sao_mb4_s1,runs/h_iso/sao_mb4_s2 \\
@@ -24,11 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sao.analysis.runs import InspectError, metrics
 from sao.reproduce.readers import MissingMetric
-from sao.reproduce.report import judge_sides
+from sao.reproduce.report import judge_brackets
 from sao.reproduce.stats import interval_text
 from sao.reproduce.time_to_accuracy import (
     CLAIMED_RATIO,
@@ -43,8 +46,16 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def seed_row(candidate: Curve, reference: Curve) -> dict[str, float | None | str]:
-    """One seed's numbers: the target, both runs' seconds and trajectories to it, the ratio."""
+def _bracket(bracket: tuple[float, float | None] | None) -> str:
+    if bracket is None:
+        return "n/a"
+    low, high = bracket
+    return f"{low:.2f} to {'unbounded' if high is None else format(high, '.2f')}"
+
+
+def seed_row(candidate: Curve, reference: Curve) -> dict[str, Any]:
+    """One seed's numbers: the target, both runs' seconds and trajectories to it, the ratio read
+    from the lines between evals and the bracket the evals allow for it."""
     ratio = time_ratio(candidate, reference)
     target = ratio.target
     return {
@@ -52,6 +63,7 @@ def seed_row(candidate: Curve, reference: Curve) -> dict[str, float | None | str
         "candidate_s": ratio.candidate_s,
         "reference_s": ratio.reference_s,
         "ratio": ratio.ratio,
+        "bracket": None if ratio.low is None else (ratio.low, ratio.high),
         "reason": ratio.reason,
         "candidate_traj": time_to_accuracy(candidate.trajectories, candidate.accuracy, target),
         "reference_traj": time_to_accuracy(reference.trajectories, reference.accuracy, target),
@@ -61,15 +73,20 @@ def seed_row(candidate: Curve, reference: Curve) -> dict[str, float | None | str
     }
 
 
-def rule_line(ratios: list[float | None]) -> str:
+def rule_line(
+    ratios: Sequence[float | None], brackets: Sequence[Sequence[float | None] | None] | None = None
+) -> str:
     """Claim (h)'s verdict over the seeds, judged as `sao reproduce` judges it: each seed's ratio
-    minus the claimed 0.5, a Student-t 95% interval over every seed (none, and inconclusive, if
-    a seed has no ratio: it is not dropped)."""
-    judged = judge_sides(ratios, [CLAIMED_RATIO] * len(ratios), "less", 0.0)
+    minus the claimed 0.5, a Student-t 95% interval over every seed (none if a seed has no
+    ratio), the verdict taken at the ends of the seeds' brackets (`brackets`, `[low, high]` with
+    high None when SAO never reached the target; left out: every ratio is exact)."""
+    exact = brackets is None
+    if brackets is None:
+        brackets = [None if r is None else (r, r) for r in ratios]
+    judged = judge_brackets(list(ratios), brackets, CLAIMED_RATIO, "less", 0.0)
+    shown = interval_text({**judged, "ends": None} if exact else judged)
     seeds = list(range(len(ratios)))
-    return (
-        f"ratio - {CLAIMED_RATIO} over seeds {seeds}: {interval_text(judged)}: {judged['verdict']}"
-    )
+    return f"ratio - {CLAIMED_RATIO} over seeds {seeds}: {shown}: {judged['verdict']}"
 
 
 def read_eval_curve(run_dir: Path, pattern: str, last_step: int | None = None) -> Curve:
@@ -144,23 +161,26 @@ def run(args: argparse.Namespace) -> int:
     if len(candidates) != len(references):
         raise InspectError(f"{len(candidates)} candidate runs but {len(references)} reference runs")
     print(
-        "| seed | target | candidate s | reference s | ratio | candidate traj | reference traj "
-        "| candidate final | end s (cand / ref) |"
+        "| seed | target | candidate s | reference s | ratio | bracket | candidate traj "
+        "| reference traj | candidate final | end s (cand / ref) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     ratios: list[float | None] = []
+    brackets: list[tuple[float, float | None] | None] = []
     for seed, (cand, ref) in enumerate(zip(candidates, references, strict=True)):
         if args.evals:
             row = seed_row(_eval_curve(str(cand), args.evals), _eval_curve(str(ref), args.evals))
         else:
             row = seed_row(_curve(cand), _curve(ref))
         ratios.append(row["ratio"] if isinstance(row["ratio"], float) else None)
+        brackets.append(row["bracket"] if isinstance(row["bracket"], tuple) else None)
         ratio = _fmt(row["ratio"], ".2f") + (f" ({row['reason']})" if row["reason"] else "")
         print(
             f"| {seed} | {row['target']:.3f} | {_fmt(row['candidate_s'])} | "
-            f"{_fmt(row['reference_s'])} | {ratio} | {_fmt(row['candidate_traj'], '.0f')} | "
+            f"{_fmt(row['reference_s'])} | {ratio} | {_bracket(brackets[-1])} | "
+            f"{_fmt(row['candidate_traj'], '.0f')} | "
             f"{_fmt(row['reference_traj'], '.0f')} | {row['candidate_final']:.3f} | "
             f"{row['candidate_end_s']:.0f} / {row['reference_end_s']:.0f} |"
         )
-    print(rule_line(ratios))
+    print(rule_line(ratios, brackets))
     return 0

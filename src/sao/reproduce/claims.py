@@ -278,8 +278,9 @@ CLAIMS: dict[str, Claim] = {
 TIME_RATIO = PairedMetric(
     "time_to_accuracy_ratio",
     "SAO's training seconds to reach the reference's final held-out accuracy over the "
-    "reference's own seconds to it (value pretraining counted, evals not; curves interpolated "
-    "linearly between evals: `sao.reproduce.time_to_accuracy`)",
+    "reference's own seconds to it (value pretraining counted, evals not; shown as read from "
+    "the straight lines between evals, judged at the ends of the bracket the evals allow: "
+    "`sao.reproduce.time_to_accuracy`)",
     lambda left, right: time_ratio(read_curve(left), read_curve(right)),
 )
 
@@ -350,9 +351,12 @@ def _time_claim(
         "completes) that it reaches a given accuracy sooner than group-synchronous GRPO",
         notes="Per seed: the reference's (GRPO's) final accuracy is the target; the value is "
         "SAO's training time to it over the reference's own, read from the accuracy curves "
-        "(evals at points of training time and of trajectories, off the clock). A seed where "
-        "SAO never reached the target counts as its lower bound (its whole run) when that is "
-        "already >= 0.5, else as missing.",
+        "(evals at points of training time and of trajectories, off the clock). Each crossing "
+        "lies somewhere between two evals, so the ratio lies in a bracket, and the verdict is "
+        "taken at its ends; the ratio on the straight lines between evals is shown, not judged. "
+        "A seed where SAO never reached the target enters with its lower bound (its whole run's "
+        "time) and no upper end: it can refute the claim, never support it. A reference that "
+        "never rose above its start gives no ratio, which leaves the comparison inconclusive.",
         curves=True,
     )
 

@@ -29,7 +29,8 @@ def plot_claim(claim: dict[str, Any], path: Path) -> Path:
         ax.set_xticks([0, 1], [comp["left"], comp["right"]], fontsize=7)
         ax.set_xlim(-0.4, 1.4)
         ax.set_ylabel(comp["metric"], fontsize=8)
-        interval = interval_text(comp)
+        # A bracketed comparison's ends go on their own line, to keep the title inside the axes.
+        interval = interval_text(comp).replace("; bracket ends ", "\nbracket ends ")
         ax.set_title(f"left - right: {interval}\n{comp['verdict']}", fontsize=8)
         ax.grid(alpha=0.3)
         if pairs:

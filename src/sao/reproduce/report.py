@@ -8,8 +8,11 @@
 the seeds with a value (`seeds_used`) and without (`seeds_missing`), the former's differences,
 `mean_difference`, `sd` (their sample SD), `ci95` (over every seed: none while a seed lacks a
 value), its own `verdict` and its own `seeds_needed` / `verdict_at_seeds_needed`. Values a run
-lacks are `null` and named in `missing`. A comparison of a paired metric (claim (h)'s time ratio)
-has `threshold`: its `left_values` are the per-seed ratios, its `right_values` the threshold,
+lacks are `null` and named in `missing`. A comparison of a paired metric (claim (h)'s time
+ratio) has `threshold`: its `left_values` are the per-seed ratios read from the straight lines
+between evals (shown, not judged), its `right_values` the threshold, `brackets` each ratio's
+`[low, high]` (high `null`: unbounded), `ends` the low and high ends' differences, means and
+intervals, from which its verdict is taken (`sao.reproduce.stats.bracket_verdict`),
 `arm_values` each arm's seconds to the target and `targets` the per-seed target accuracies, with
 `seed_notes` on seeds whose ratio is a bound or missing; a claim with curves (h) has `curves`,
 per arm and seed (`sao.reproduce.curves`).
@@ -33,8 +36,10 @@ from sao.reproduce.stats import (
     ComparisonSpread,
     Interval,
     Relation,
+    bracket_verdict,
     claim_seeds_needed,
     conjunction,
+    ends_text,
     interval_text,
     mean_t_interval,
     sample_sd,
@@ -145,10 +150,89 @@ def _spread(
     return ComparisonSpread([*differences, *[math.nan] * len(missing)], relation, margin)
 
 
+def _bracket_ends(
+    brackets: Sequence[Sequence[float | None] | None], threshold: float
+) -> tuple[list[float | None], list[float | None]]:
+    """Per seed, each bracket's low and high end minus `threshold` (inf: unbounded; None: the
+    seed has no value)."""
+    low = [None if b is None or b[0] is None else b[0] - threshold for b in brackets]
+    high = [
+        None if b is None or b[0] is None else math.inf if b[1] is None else b[1] - threshold
+        for b in brackets
+    ]
+    return low, high
+
+
+def _end_fields(per_seed: Sequence[float | None]) -> dict[str, Any]:
+    """One end's differences as the report keeps them: mean and 95% interval over every seed
+    (none when a seed has no value or is unbounded there)."""
+    interval = _rule_interval(per_seed)
+    return {
+        "differences": [None if d is None else finite(d) for d in per_seed],
+        "mean_difference": finite(interval.mean),
+        "ci95": [finite(interval.low), finite(interval.high)],
+    }
+
+
+def _judged_ends(
+    low: list[float | None], high: list[float | None], relation: Relation
+) -> tuple[list[float | None], list[float | None]]:
+    """The ends (favourable to the claim, unfavourable to it): the low ends favour `less`."""
+    return (low, high) if relation == "less" else (high, low)
+
+
+def judge_brackets(
+    values: list[float | None],
+    brackets: Sequence[Sequence[float | None] | None],
+    threshold: float,
+    relation: Relation,
+    margin: float,
+) -> dict[str, Any]:
+    """A paired metric against `threshold` whose per-seed value is known only within a bracket
+    (`[low, high]`, high None: unbounded; None: no value). `values` are the figures shown (claim
+    (h): read from the straight lines between evals): their differences, mean, SD and interval
+    are reported as `judge_sides` gives them, but the verdict and seeds needed come from the
+    bracket ends (`bracket_verdict`), kept as `ends`."""
+    shown = judge_sides(values, [threshold] * len(values), relation, margin)
+    low, high = _bracket_ends(brackets, threshold)
+    favourable, unfavourable = _judged_ends(low, high, relation)
+    judged = bracket_verdict(
+        _rule_interval(favourable), _rule_interval(unfavourable), relation, margin
+    )
+    needed = claim_seeds_needed([_bracket_spread(brackets, threshold, relation, margin)])
+    return {
+        **shown,
+        "brackets": [None if b is None else list(b) for b in brackets],
+        "ends": {"low": _end_fields(low), "high": _end_fields(high)},
+        "verdict": judged,
+        "seeds_needed": needed.seeds,
+        "verdict_at_seeds_needed": needed.verdict,
+    }
+
+
+def _bracket_spread(
+    brackets: Sequence[Sequence[float | None] | None],
+    threshold: float,
+    relation: Relation,
+    margin: float,
+) -> ComparisonSpread:
+    favourable, unfavourable = _judged_ends(*_bracket_ends(brackets, threshold), relation)
+
+    def nan_if_missing(ends: list[float | None]) -> list[float]:
+        return [math.nan if d is None else d for d in ends]
+
+    return ComparisonSpread(
+        nan_if_missing(unfavourable), relation, margin, refuting=nan_if_missing(favourable)
+    )
+
+
 def comparison_spread(comparison: dict[str, Any]) -> ComparisonSpread:
     """A judged comparison (an entry of a claim's `comparisons`) as the power analysis sees it."""
+    relation, margin = comparison["relation"], comparison["margin"]
+    if "brackets" in comparison:
+        return _bracket_spread(comparison["brackets"], comparison["threshold"], relation, margin)
     missing = comparison.get("seeds_missing", [])
-    return _spread(comparison["differences"], missing, comparison["relation"], comparison["margin"])
+    return _spread(comparison["differences"], missing, relation, margin)
 
 
 NOT_RUN = "not run"
@@ -209,8 +293,10 @@ def build_report(
 
 def rejudge(report: dict[str, Any]) -> dict[str, Any]:
     """`report` judged again by the current rule and power analysis from the per-seed values it
-    stores (each comparison's `left_values` and `right_values`), with each claim's `paper` from
-    the current claim table: a report whose run directories are gone can still be refreshed.
+    stores (each comparison's `left_values` and `right_values`; a paired comparison's ratios and
+    brackets read again from its claim's stored `curves`), with each claim's `paper` and `notes`
+    from the current claim table: a report whose run directories are gone can still be
+    refreshed.
 
     `other_studies` (optional) are claims judged in separate studies (another budget or
     environment), each `{"file", "budget", "commits", "claims"}` and optionally a `"note"` (what
@@ -233,16 +319,26 @@ def rejudge(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _rejudge_comparison(comparison: dict[str, Any], claim: dict[str, Any]) -> dict[str, Any]:
+    """One stored comparison judged again; a paired one (claim (h)) from the claim's curves."""
+    if "threshold" in comparison:
+        from sao.reproduce.paired import rejudge_paired
+
+        return rejudge_paired(comparison, claim.get("curves"))
+    left, right = comparison["left_values"], comparison["right_values"]
+    return {**comparison, **judge_sides(left, right, comparison["relation"], comparison["margin"])}
+
+
 def _rejudge_claims(judged: list[dict[str, Any]]) -> list[dict[str, Any]]:
     claims = []
     for claim in judged:
-        comparisons = [
-            {**c, **judge_sides(c["left_values"], c["right_values"], c["relation"], c["margin"])}
-            for c in claim["comparisons"]
-        ]
+        comparisons = [_rejudge_comparison(c, claim) for c in claim["comparisons"]]
         known = CLAIMS.get(claim["id"])
         entry = {**claim, "comparisons": comparisons}
+        # The claim table's words on how a claim's values are read follow the code that reads
+        # them, as the verdicts do.
         entry["paper"] = known.paper if known is not None else claim.get("paper", "")
+        entry["notes"] = known.notes if known is not None else claim.get("notes", "")
         claims.append({**entry, **_claim_judgement(entry)})
     return claims
 
@@ -290,7 +386,18 @@ def seeds_needed_text(item: dict[str, Any]) -> str:
         return "n/a (a seed has no value)"
     if any(len(c["differences"]) < 2 for c in comparisons):
         return "n/a (fewer than 2 seeds)"
+    if any(_open_on_the_claims_side(c) for c in comparisons):
+        return "n/a (a bracket open on the claim's side, and its other ends do not refute)"
     return f"more than {MAX_SEEDS_SEARCHED:,}"
+
+
+def _open_on_the_claims_side(comparison: dict[str, Any]) -> bool:
+    """Whether some seed's bracket has no end least favourable to the claim (claim (h): SAO
+    never reached the target), so that no number of seeds could reproduce it."""
+    brackets = comparison.get("brackets") or []
+    return comparison["relation"] == "less" and any(
+        b is not None and b[1] is None for b in brackets
+    )
 
 
 def _ours(claim: dict[str, Any]) -> str:
@@ -394,6 +501,13 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _bracket_text(bracket: Sequence[float | None] | None) -> str:
+    if bracket is None:
+        return "n/a"
+    low, high = bracket
+    return f"[{_plain(low)}, {'unbounded' if high is None else _plain(high)}]"
+
+
 def _judgement_text(comp: dict[str, Any]) -> str:
     """How a comparison's verdict was reached, in one sentence."""
     low, high = comp["ci95"]
@@ -407,22 +521,33 @@ def _judgement_text(comp: dict[str, Any]) -> str:
             f"Mean difference {_num(comp['mean_difference'])} over the {n} seed(s) with a value; "
             f"no 95% t-interval, since seed(s) {comp['seeds_missing']} have none"
         )
-    return f"{interval}: **{comp['verdict']}**."
+    if "ends" not in comp:
+        return f"{interval}: **{comp['verdict']}**."
+    return (
+        f"{interval}, read from the straight lines between evals (shown, not judged). At the "
+        f"brackets' ends, {ends_text(comp)}: **{comp['verdict']}** (reproduced only if the "
+        "ends least favourable to the claim give it, refuted only if the most favourable do)."
+    )
 
 
 def _comparison_lines(comp: dict[str, Any]) -> list[str]:
     margin = f" - {comp['margin']:g}" if comp["relation"] == "not_less" else ""
+    bracketed = "brackets" in comp
     if "threshold" in comp:
-        title, columns = comp["description"], "| seed | value | threshold | value - threshold |"
+        title = comp["description"]
+        columns = "| seed | value | threshold | value - threshold |"
+        if bracketed:
+            columns = "| seed | value (between evals) | bracket | threshold | value - threshold |"
     else:
         sign = _SIGN[comp["relation"]]
         title = f"{comp['metric']}: {comp['left']} {sign} {comp['right']}{margin}"
         columns = "| seed | left | right | left - right |"
     lines = ["", f"### {title}", "", f"Metric: {comp['metric_description']}.", "", columns]
-    lines.append("|---|---|---|---|")
+    lines.append("|---|---|---|---|---|" if bracketed else "|---|---|---|---|")
     for seed, (a, b) in enumerate(zip(comp["left_values"], comp["right_values"], strict=True)):
         diff = a - b if a is not None and b is not None else None
-        lines.append(f"| {seed} | {_plain(a)} | {_plain(b)} | {_num(diff)} |")
+        bracket = f" {_bracket_text(comp['brackets'][seed])} |" if bracketed else ""
+        lines.append(f"| {seed} | {_plain(a)} |{bracket} {_plain(b)} | {_num(diff)} |")
     lines += [
         "",
         f"{_judgement_text(comp)} SD of the differences {_plain(comp.get('sd'))}; seeds needed "

@@ -11,7 +11,10 @@ claimed direction:
   `not reproduced` if wholly below -m, else `inconclusive`.
 
 Fewer than 2 seeds, or a seed whose value is missing or not finite, give no interval:
-`inconclusive`; a seed is never dropped to make an interval.
+`inconclusive`; a seed is never dropped to make an interval. A value known only to lie in a
+bracket (claim (h)'s time ratio: the crossing lies between two evals) is judged at both ends
+(`bracket_verdict`): `reproduced` only if the seeds at the end least favourable to the claim
+give it, `not reproduced` only if the seeds at the end most favourable to it refute it.
 A claim made of several comparisons is their conjunction: `reproduced` if every one is,
 `not reproduced` if any one is, else `inconclusive`.
 
@@ -56,6 +59,18 @@ two-sided 95% Student-t interval with n - 1 degrees of freedom (n = seeds).
 Fewer than 2 seeds, or a value that is missing or not finite at any seed, gives no interval:
 **inconclusive**; a seed without a value is never dropped to make one.
 
+A value known only to lie in a bracket is judged at the bracket's ends. Claim (h)'s time ratio is
+one: each run's crossing of the target lies somewhere between its last eval below the target and
+its first at or above it, so the ratio lies between the ratio of the earliest candidate crossing
+to the latest reference crossing and that of the latest to the earliest (unbounded above when the
+candidate never reached the target, whose lower end is then its whole run's time). The verdict is
+**reproduced** only if the rule gives it with every seed at the end of its bracket least
+favourable to the claim, **not reproduced** only if the rule gives it with every seed at the end
+most favourable to the claim, otherwise **inconclusive**. The ratio read from the straight line
+between evals is shown beside the ends, but nothing is judged from it. (Each end is a plug-in,
+like the rest of the rule: the interval at the ends is not the widest the brackets allow, since
+the t-interval's width also moves with the spread of the values.)
+
 A claim made of several comparisons is their conjunction: **reproduced** if every comparison is,
 **not reproduced** if any one is, otherwise **inconclusive**."""
 
@@ -70,7 +85,9 @@ power guarantee: it treats the observed mean and SD as the true ones, so a fresh
 size passes only about half the time (80% power needs roughly twice the seeds, by
 ((1.96 + 0.84) / 1.96)^2), and an SD from 3 seeds is itself uncertain (its 95% range spans about
 0.5x to 6x). A mean on the wrong side of the threshold gives the seeds needed to refute; a mean
-exactly at it, more seeds than the search allows, or a seed without a value, gives none."""
+exactly at it, more seeds than the search allows, or a seed without a value, gives none. A
+comparison judged at the ends of brackets projects each end on its own (the least favourable end
+for reproducing, the most favourable for refuting)."""
 
 MAX_SEEDS_SEARCHED = 10_000
 
@@ -246,11 +263,28 @@ def _seed_list(seeds: Sequence[int]) -> str:
     return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(str(s) for s in seeds)
 
 
+def ends_text(comparison: dict) -> str:
+    """A comparison judged at bracket ends (claim (h)): each end's mean difference and interval,
+    e.g. `low +0.412 [+0.101, +0.723], high unbounded (seed 2)`, the high end `unbounded` where
+    a seed's bracket has no upper end."""
+    ends = comparison["ends"]
+    open_above = [
+        seed for seed, b in enumerate(comparison["brackets"]) if b is not None and b[1] is None
+    ]
+    low = _mean_and_interval(ends["low"]["mean_difference"], ends["low"]["ci95"])
+    high = _mean_and_interval(ends["high"]["mean_difference"], ends["high"]["ci95"])
+    if open_above:
+        high = f"unbounded ({_seed_list(open_above)})"
+    return f"low {low}, high {high}"
+
+
 def interval_text(comparison: dict) -> str:
     """A judged comparison's mean difference and 95% interval as the report and plots print it,
     e.g. `+0.012 [-0.031, +0.055]`; `no interval` (with the seeds that lack a value) when the
-    rule has none."""
+    rule has none. A comparison judged at bracket ends (claim (h)) adds them (`ends_text`)."""
     text = _mean_and_interval(comparison["mean_difference"], comparison["ci95"])
     if comparison.get("seeds_missing"):
         text += f" (no value at {_seed_list(comparison['seeds_missing'])})"
-    return text
+    if not comparison.get("ends"):
+        return text
+    return f"{text} between evals' lines; bracket ends {ends_text(comparison)}"

@@ -12,13 +12,21 @@ piecewise-linear curve reaches `target`:
   `xs[i-1] + (target - ys[i-1]) / (ys[i] - ys[i-1]) * (xs[i] - xs[i-1])`;
 - never reached within the run: None.
 
+The straight line is a guess: all the evals say is that the curve first reaches `target`
+somewhere after the last eval below it and no later than the first eval at or above it
+(`crossing_bracket`).
+
 Claim (h) pairs two arms at one seed: the target is the reference arm's (GRPO's) final accuracy,
 `T_ref` the reference's own time to it and `T` the candidate's (SAO's); the per-seed value is
-`T / T_ref`, claimed below 0.5. Edge cases (`time_ratio`): a reference that never rose above its
-starting accuracy (`T_ref = 0`) gives no ratio; a candidate that never reached the target gives
-its lower bound `T_end / T_ref` (its whole run's training time) when that bound is already at
-least the claimed ratio, since the seed then refutes the claim whatever the true time, and no
-ratio otherwise (a lower bound below it could pass a seed that might fail).
+`T / T_ref`, claimed below 0.5. `time_ratio` gives it read from the straight lines (`ratio`, the
+figure shown) and the bracket the evals allow (`low`, `high`): the earliest candidate crossing
+over the latest reference crossing, and the latest over the earliest. The verdict is taken at the
+bracket's ends (`sao.reproduce.stats.bracket_verdict`), never from the straight lines. Edge cases:
+a reference whose own first eval already reaches its final accuracy (it never rose above its
+start, `T_ref` at its start) gives no ratio; a candidate that never reached the target gives its
+lower bound, `T_end / T_ref` (its whole run's training time, with the latest reference crossing
+for the bracket's low end), as `ratio` and a bracket unbounded above: such a seed counts against
+the claim, it is never dropped.
 """
 
 from __future__ import annotations
@@ -52,6 +60,19 @@ def time_to_accuracy(xs: Sequence[float], ys: Sequence[float], target: float) ->
     return None
 
 
+def crossing_bracket(
+    xs: Sequence[float], ys: Sequence[float], target: float
+) -> tuple[float, float] | None:
+    """Where the curve through `(xs[i], ys[i])` first reaches `target`, as far as its points
+    tell: `(xs[i-1], xs[i])` for the first eval i at or above it (the crossing lies after the
+    last eval below it and no later than i), `(xs[0], xs[0])` if the first eval already reaches
+    it, None if no eval does. `time_to_accuracy` lies inside it."""
+    for i, y in enumerate(ys):
+        if y >= target:
+            return (float(xs[max(0, i - 1)]), float(xs[i]))
+    return None
+
+
 @dataclass(frozen=True)
 class Curve:
     """A run's held-out accuracy against training seconds and against trajectories sampled."""
@@ -66,6 +87,15 @@ class Curve:
             "trajectories": list(self.trajectories),
             "accuracy": list(self.accuracy),
         }
+
+    @classmethod
+    def from_dict(cls, stored: dict[str, list[float]]) -> Curve:
+        """The curve `to_dict` wrote (a report's `curves`)."""
+        return cls(
+            tuple(float(x) for x in stored["train_s"]),
+            tuple(float(x) for x in stored["trajectories"]),
+            tuple(float(y) for y in stored["accuracy"]),
+        )
 
 
 def read_curve(run_dir: Path) -> Curve:
@@ -87,36 +117,53 @@ def read_curve(run_dir: Path) -> Curve:
 @dataclass(frozen=True)
 class TimeRatio:
     """One seed of claim (h): the candidate's and reference's times to the reference's final
-    accuracy, and their ratio (None: no ratio, `reason` says why)."""
+    accuracy read from the straight lines between evals, their ratio (None: no ratio, `reason`
+    says why; a lower bound when the candidate never reached the target), and the bracket the
+    evals allow for it, `low` to `high` (`high` None: unbounded above; both None with no ratio)."""
 
     target: float
     candidate_s: float | None
     reference_s: float
     ratio: float | None
     reason: str = ""
+    low: float | None = None
+    high: float | None = None
 
 
-def time_ratio(candidate: Curve, reference: Curve, claimed: float = CLAIMED_RATIO) -> TimeRatio:
+def ratio_bracket(
+    candidate: tuple[float, float], reference: tuple[float, float]
+) -> tuple[float, float | None]:
+    """The bracket of `T / T_ref` from the two crossings' brackets (`crossing_bracket`): the
+    earliest candidate crossing over the latest reference one, to the latest over the earliest
+    (None: unbounded, a reference crossing that may lie at 0 s). `reference` must end above 0."""
+    ref_early, ref_late = reference
+    high = candidate[1] / ref_early if ref_early > 0.0 else None
+    return candidate[0] / ref_late, high
+
+
+def time_ratio(candidate: Curve, reference: Curve) -> TimeRatio:
     """Claim (h)'s per-seed value from two curves (see the module doc for the edge cases)."""
     target = reference.accuracy[-1]
     reference_s = time_to_accuracy(reference.seconds, reference.accuracy, target)
-    assert reference_s is not None  # its own last point reaches it
+    reference_at = crossing_bracket(reference.seconds, reference.accuracy, target)
+    assert reference_s is not None and reference_at is not None  # its own last point reaches it
     candidate_s = time_to_accuracy(candidate.seconds, candidate.accuracy, target)
-    if reference_s <= 0.0:
+    if reference.accuracy[0] >= target or reference_s <= 0.0:
         return TimeRatio(
             target, candidate_s, reference_s, None, "the reference never rose above its start"
         )
-    if candidate_s is not None:
-        return TimeRatio(target, candidate_s, reference_s, candidate_s / reference_s)
-    bound = candidate.seconds[-1] / reference_s
-    if bound >= claimed:
-        return TimeRatio(
-            target, None, reference_s, bound, f"never reached {target:.3f}: lower bound"
-        )
+    candidate_at = crossing_bracket(candidate.seconds, candidate.accuracy, target)
+    if candidate_s is not None and candidate_at is not None:
+        low, high = ratio_bracket(candidate_at, reference_at)
+        return TimeRatio(target, candidate_s, reference_s, candidate_s / reference_s, "", low, high)
+    end = candidate.seconds[-1]
+    low, _ = ratio_bracket((end, end), reference_at)
     return TimeRatio(
         target,
         None,
         reference_s,
+        end / reference_s,
+        f"never reached {target:.3f}: lower bound",
+        low,
         None,
-        f"never reached {target:.3f} in {candidate.seconds[-1]:.0f} s (bound {bound:.2f})",
     )
