@@ -27,10 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "critic-windows": ("critic_windows", "the critic over the first and last steps of runs"),
     "style-phases": ("style_phases", "style_stream: each preference phase as it opened and closed"),
     "failed-tests": ("failed_tests", "code_repair: the command after a failed test, by turns left"),
-    "edit-credit": (
-        "edit_credit",
-        "code_repair: GAE's advantage on a replace, by its test's outcome",
-    ),
+    "edit-credit": ("edit_credit", "code_repair: GAE's credit for a replace, by its test"),
     "calc-failures": ("calc_failures", "calc: why episodes failed, by what their tokens show"),
     "critic-ceiling": ("critic_ceiling", "how much of the return variance a critic can explain"),
     "style-coverage": ("style_coverage", "style_stream: how often a policy samples each style"),
