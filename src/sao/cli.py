@@ -222,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run nothing; report what has finished (unfinished claims: 'not run')",
     )
+
+    from sao.analysis.cli import add_inspect_arguments
+
+    inspect = sub.add_parser("inspect", help="the analyses docs cite, of runs, evals and teachers")
+    _add_common_flags(inspect)
+    add_inspect_arguments(inspect)
     return parser
 
 
@@ -335,6 +341,10 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         return run_simulate_command(args)
     if args.command == "train":
         return _train(args, prog)
+    if args.command == "inspect":
+        from sao.analysis.cli import run_inspect_command
+
+        return run_inspect_command(args)
     if args.command == "reproduce":
         from sao.reproduce.claims import PAPER_CLAIMS
         from sao.reproduce.command import run_reproduce_command

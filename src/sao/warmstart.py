@@ -263,7 +263,7 @@ def warm_start(
     """Train a policy on `env`'s demonstrations and save it to `out`.
 
     `demonstrations` replaces the environment's teacher (e.g. a teacher with other settings, see
-    `scripts/code_repair_retry_warm_start.py`). The teacher writes its episodes with the
+    `sao inspect retry-warm-start`). The teacher writes its episodes with the
     environment's default options; `env_options` (the run's `env.options`), when set, are named in
     a note saying so, since RL episodes will differ from the demonstrations in them.
 

@@ -14,7 +14,7 @@ def test_help_lists_every_command(capsys):
         main(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    for command in ("train", "sft", "eval", "presets", "config"):
+    for command in ("train", "sft", "eval", "presets", "config", "inspect"):
         assert command in out
 
 

@@ -1,12 +1,12 @@
 """Episodes that begin part-way through a recorded trajectory: fresh endings of the same prefix.
 
 What a value at a token means is the expected return of the episodes that share its prefix; to
-measure one (e.g. `scripts/value_oracle.py`), sample endings of the prefix from the same policy
-in the same environment. `PrefixAgentLoop` does that: it rebuilds each episode's environment by
-stepping it through the recorded earlier actions (refusing one whose observations do not come
-back identical, since then the endings would not continue the recorded episode), then samples
-the rest of the cut turn after its recorded part, and from there runs as `AgentLoop` does. The
-cut turn's text reaches the environment whole, the recorded part included.
+measure one (e.g. `sao inspect critic-ceiling oracle`), sample endings of the prefix from the
+same policy in the same environment. `PrefixAgentLoop` does that: it rebuilds each episode's
+environment by stepping it through the recorded earlier actions (refusing one whose observations
+do not come back identical, since then the endings would not continue the recorded episode),
+then samples the rest of the cut turn after its recorded part, and from there runs as
+`AgentLoop` does. The cut turn's text reaches the environment whole, the recorded part included.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sao.envs.base import END_ANSWER, END_MAX_TOKENS, END_MAX_TURNS
+from sao.windows import ends, finite_mean
 
 MALFORMED = "malformed"
 NO_ANSWER = "no_answer"
@@ -137,7 +138,8 @@ class DriftCheck:
 
 
 def _window_means(window: Sequence[StepShares], names: Iterable[str]) -> dict[str, float]:
-    return {name: sum(s.shares.get(name, 0.0) for s in window) / len(window) for name in names}
+    # A step that did not see an ending had none of it: 0, not a step left out of the mean.
+    return {name: finite_mean(s.shares.get(name, 0.0) for s in window) for name in names}
 
 
 def compare_windows(
@@ -145,11 +147,9 @@ def compare_windows(
 ) -> DriftCheck | None:
     """Compare the first `window` steps of `history` with its last `window`; None until the two
     windows no longer overlap (fewer than `2 * window` steps)."""
-    if window < 1:
-        raise ValueError(f"window: must be >= 1, got {window}")
+    head, tail = ends(history, window)
     if len(history) < 2 * window:
         return None
-    head, tail = history[:window], history[-window:]
     names = sorted({name for s in [*head, *tail] for name in s.shares})
     first, last = _window_means(head, names), _window_means(tail, names)
     p1, p2 = first.get(NO_ANSWER, 0.0), last.get(NO_ANSWER, 0.0)

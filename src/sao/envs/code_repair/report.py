@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sao.envs.base import END_MAX_TURNS
 from sao.envs.registration import RunReport
+from sao.windows import ends, finite_mean
 
 if TYPE_CHECKING:
     from sao.trajectory import Trajectory
@@ -72,10 +73,10 @@ def run_report(rows: list[dict[str, Any]], window: int = 10) -> RunReport:
     for key in KEYS:
         values = [float(r[key]) for r in rows if isinstance(r.get(key), int | float)]
         if values:
-            first, last = values[:window], values[-window:]
+            first, last = ends(values, window)
             summary[key.split("/")[1]] = {
-                f"first_{len(first)}_steps": sum(first) / len(first),
-                f"last_{len(last)}_steps": sum(last) / len(last),
+                f"first_{len(first)}_steps": finite_mean(first),
+                f"last_{len(last)}_steps": finite_mean(last),
             }
     return RunReport(
         summary={"code_repair_behaviour": summary} if summary else {},

@@ -1,0 +1,86 @@
+"""`sao inspect critic-ceiling oracle`: the explained variance a perfect critic reaches, from the return
+variance left at probed prefixes."""
+
+import random
+
+import pytest
+import torch
+
+from sao.analysis import critic_oracle as value_oracle
+from sao.trajectory import Trajectory
+
+Probe = value_oracle.Probe
+
+
+def test_sample_variance_is_unbiased_and_needs_two_values():
+    assert value_oracle.sample_variance([0.0, 1.0]) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="at least 2"):
+        value_oracle.sample_variance([1.0])
+
+
+def test_outcomes_decided_at_every_probe_give_one():
+    returns = [[1.0] * 5, [0.0] * 5]
+    probes = [Probe(0, 0, (1.0, 1.0)), Probe(1, 3, (0.0, 0.0, 0.0))]
+    result = value_oracle.oracle_explained_variance(returns, probes)
+    assert result["ev_oracle"] == pytest.approx(1.0)
+    assert result["by_quarter"]["0-25%"] == pytest.approx(1.0)
+    assert result["by_quarter"]["25-50%"] != result["by_quarter"]["25-50%"]  # no probe: NaN
+
+
+def test_coin_flips_decided_only_at_the_end_give_the_decided_share():
+    # Each trajectory's outcome is a fair coin flipped after its first half: a perfect critic
+    # explains nothing over the first half and everything over the second, 0.5 pooled.
+    rng = random.Random(0)
+    returns, probes = [], []
+    for i in range(3000):
+        outcome = float(rng.random() < 0.5)
+        returns.append([outcome] * 8)
+        probes.append(Probe(i, 0, tuple(float(rng.random() < 0.5) for _ in range(8))))
+        probes.append(Probe(i, 3, (outcome,) * 8))
+    result = value_oracle.oracle_explained_variance(returns, probes)
+    assert result["ev_oracle"] == pytest.approx(0.5, abs=0.03)
+    assert result["by_quarter"]["0-25%"] == pytest.approx(0.0, abs=0.05)
+    assert result["by_quarter"]["75-100%"] == pytest.approx(1.0)
+
+
+def test_longer_trajectories_weigh_more_in_the_pooled_error():
+    # Trajectory 0 (1 token) is decided, trajectory 1 (3 tokens) is not at all: error 3/4 of
+    # its residual variance 0.5, over a pooled return variance of 0.25 (one 1, three 0s: 3/16).
+    returns = [[1.0], [0.0, 0.0, 0.0]]
+    probes = [Probe(0, 0, (1.0, 1.0)), Probe(1, 0, (0.0, 1.0))]
+    result = value_oracle.oracle_explained_variance(returns, probes)
+    assert result["error_var"] == pytest.approx(0.375)
+    assert result["ev_oracle"] == pytest.approx(1.0 - 0.375 / (3 / 16))
+
+
+def test_the_interval_brackets_the_estimate():
+    rng = random.Random(1)
+    returns, probes = [], []
+    for i in range(200):
+        outcome = float(rng.random() < 0.5)
+        returns.append([outcome] * 4)
+        probes.append(Probe(i, 1, (outcome, float(rng.random() < 0.5))))
+    estimate = value_oracle.oracle_explained_variance(returns, probes)["ev_oracle"]
+    low, high = value_oracle.bootstrap_interval(returns, probes, resamples=200)
+    assert low < estimate < high
+
+
+def test_no_probe_is_refused():
+    with pytest.raises(ValueError, match="no probes"):
+        value_oracle.oracle_explained_variance([[1.0, 0.0]], [])
+
+
+def test_openings_are_grouped_with_their_outcome_and_the_critics_later_values():
+    def trajectory(ids: list[int], reward: float) -> Trajectory:
+        mask = [0] + [1] * (len(ids) - 1)
+        return Trajectory(ids, mask, [-0.1] * len(ids), [0] * len(ids), reward)
+
+    trajectories = [trajectory([5, 7, 8, 9], 1.0), trajectory([5, 6, 8], 0.0)]
+    trajectories.append(trajectory([5, 7, 9, 9], 0.0))
+    values = torch.tensor([[0.0, 0.5, 0.6, 0.8], [0.0, 0.5, 0.1, 0.0], [0.0, 0.5, 0.4, 0.6]])
+    groups = value_oracle.by_first_action_token(trajectories, values, lambda t: f"tok{t}")
+    assert list(groups) == ["tok7", "tok6"]
+    assert groups["tok7"]["n"] == 2
+    assert groups["tok7"]["reward_mean"] == pytest.approx(0.5)
+    assert groups["tok7"]["critic_value_mean"] == pytest.approx((0.7 + 0.5) / 2)
+    assert groups["tok6"]["critic_value_mean"] == pytest.approx(0.1)
