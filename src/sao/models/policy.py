@@ -134,7 +134,8 @@ def logprobs_from_logits(
         with_entropy: also return the entropy of each predicting distribution.
 
     Returns:
-        `(logprobs [B, T], entropy [B, T] or None)`; column 0 of both is 0.
+        `(logprobs [B, T], entropy [B, T] or None)`; column 0 of both is 0. The entropy carries
+        no gradient.
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -148,7 +149,10 @@ def logprobs_from_logits(
     logprobs = torch.cat([zero_column, picked], dim=1)
     if not with_entropy:
         return logprobs, None
-    entropy = -(log_probs.exp() * log_probs).sum(-1)
+    # A metric, never a loss: without a graph, the vocabulary-wide product is not kept for a
+    # backward pass (on a 49k vocabulary it would hold a batch's logits' size again).
+    with torch.no_grad():
+        entropy = -(log_probs.exp() * log_probs).sum(-1)
     return logprobs, torch.cat([zero_column, entropy], dim=1)
 
 
