@@ -187,3 +187,37 @@ def test_too_many_errors_stop_sao_train_with_one_line(tiny_policy_dir, tmp_path)
     assert line.endswith(f"untrained, in {tmp_path / 'run' / 'trajectories.jsonl'}")
     logged = read_trajectories(tmp_path / "run")
     assert sum(map(is_env_error, logged)) > 3
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_failed_resets_are_replaced_and_counted(
+    flaky, tiny_policy_dir, tmp_path, monkeypatch, mode
+):
+    trained = spy_on_training(monkeypatch)
+    config = small_config(
+        tiny_policy_dir,
+        "env.name=flaky_calc",
+        "env.options={fail_every: 0, fail_reset_every: 3}",
+        "train.steps=2",
+        f"train.mode={mode}",
+    )
+    summary = train(config, tmp_path, progress=False)
+    assert [len(batch) for batch in trained] == [4, 4]
+    assert not any(flaky.chosen(m["task_id"], 3) for batch in trained for m in batch)
+    rows = [r for r in read_metrics(tmp_path) if r["step"] > 0]
+    assert summary["env_errors"] == sum(r["rollout/env_errors"] for r in rows) > 0
+    assert summary["trajectories_set_aside"] == 0  # a failed reset leaves no trajectory
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_resets_that_always_fail_stop_the_run(flaky, tiny_policy_dir, tmp_path, mode):
+    config = small_config(
+        tiny_policy_dir,
+        "env.name=flaky_calc",
+        "env.options={fail_every: 0, fail_reset_every: 1}",
+        "critic.pretrain.num_trajectories=0",
+        "train.env_error_window=8",
+        f"train.mode={mode}",
+    )
+    with pytest.raises(RunStopped, match="8 of the last 8 episodes ended in an environment error"):
+        train(config, tmp_path, progress=False)
