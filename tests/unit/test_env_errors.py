@@ -56,8 +56,8 @@ def test_a_window_of_nothing_but_errors_stops_whatever_the_rate():
     watch = EnvErrorWatch(window=2, max_rate=1.0)
     watch.observe([traj(0, errored=True), traj(1, errored=True)])
     assert watch.stop_reason() == (
-        "2 of the last 2 episodes ended in an environment error (100%), more than "
-        "train.max_env_error_rate=1"
+        "2 of the last 2 episodes ended in an environment error (100%), so nothing is left to "
+        "train on"
     )
 
 

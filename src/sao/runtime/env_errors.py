@@ -110,9 +110,14 @@ class EnvErrorWatch:
         share = errors / self.window
         if share <= self.max_rate and errors < self.window:
             return None
+        why = (
+            f"more than train.max_env_error_rate={self.max_rate:g}"
+            if share > self.max_rate
+            else "so nothing is left to train on"
+        )
         return (
             f"{errors} of the last {self.window} episodes ended in an environment error "
-            f"({share:.0%}), more than train.max_env_error_rate={self.max_rate:g}"
+            f"({share:.0%}), {why}"
         )
 
 
