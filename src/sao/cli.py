@@ -3,6 +3,8 @@
 Every command that runs a model takes its settings the same way (`--preset`, `--config`, `--set`,
 `--env`), and checks its inputs and outputs (`sao.preflight`) before any work. Bad input ends with
 one line on stderr and a non-zero exit; `--debug` (or `SAO_DEBUG=1`) shows the traceback instead.
+A run that stops itself on purpose (`sao.stopped.RunStopped`, e.g. too many environment errors)
+ends the same way, with exit status 1.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from sao.preflight import (
     check_trainable,
     learning_rate_warning,
 )
+from sao.stopped import RunStopped
 
 
 class _Parser(argparse.ArgumentParser):
@@ -259,6 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{prog}: {err}", file=sys.stderr)
         return 2
+    except RunStopped as err:
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: stopped: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

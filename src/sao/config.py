@@ -299,9 +299,17 @@ class TrainConfig(_Section):
     """Ray custom resources the learner actor asks for (e.g. {learner: 1}), placing it on a node."""
     drift_warn_rise: float = Field(0.10, gt=0.0, le=1.0)
     """Warn (one line, and `drift` in summary.json) when the share of episodes ending without an
-    answer (out of turns or tokens, malformed, EOS, environment error) over the latest
+    answer (out of turns or tokens, malformed, EOS) over the latest
     `drift_window` steps exceeds that of the first `drift_window` by more than this; 1.0 never
     warns. See `sao.runtime.drift`."""
+    max_env_error_rate: float = Field(0.1, ge=0.0, le=1.0)
+    """Stop the run (one line, exit 1) when more than this share of the latest
+    `env_error_window` episodes ended in an environment error (the environment raised). Such
+    episodes are never trained (`sao.runtime.env_errors`); 1.0 stops only when every episode of
+    the window errored."""
+    env_error_window: int = Field(100, ge=1, le=100_000)
+    """Episodes `max_env_error_rate` is judged over: the latest this many the learner took
+    (reset failures included), judged once this many have been seen."""
     drift_window: int | None = Field(None, ge=1, le=100_000)
     """Steps per window of the drift check; None: a quarter of `steps`, between 1 and 10. Two
     windows must fit in `steps`."""

@@ -6,6 +6,7 @@ path or name costs nothing (no model loaded, no step trained) and the cause is n
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -94,9 +95,20 @@ def checkpoint_parameters(path: Path) -> int | None:
 
 
 def check_learner_ranks(config: SAOConfig) -> None:
-    """Refuse more CUDA learner ranks than this machine has GPUs."""
+    """Refuse more learner ranks than this machine can run: more CPU ranks than the cores this
+    process may use, or more CUDA ranks than GPUs (rather than a slow or failing start)."""
     train = config.train
-    if train.learner_ranks == 1 or train.learner_device != "cuda":
+    if train.learner_ranks == 1:
+        return
+    if train.learner_device == "cpu":
+        cores = usable_cores()
+        if train.learner_ranks > cores:
+            raise ConfigError(
+                f"train.learner_ranks={train.learner_ranks}: learner_device=cpu runs one process "
+                f"per rank, and this machine has {cores} CPU core(s) for them"
+            )
+        return
+    if train.learner_device != "cuda":
         return
     import torch
 
@@ -106,6 +118,13 @@ def check_learner_ranks(config: SAOConfig) -> None:
             f"train.learner_ranks={train.learner_ranks}: learner_device=cuda puts one rank on "
             f"each GPU, and this machine has {found}"
         )
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the system has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def check_one_learner_process(config: SAOConfig, command: str) -> None:

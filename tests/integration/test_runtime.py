@@ -136,6 +136,8 @@ def test_train_writes_the_run_directory_and_resumes_without_loss(tiny_policy_dir
         batch = [by_index[i].metadata for i in book["trained_indices"][start : start + 4]]
         assert step_shares(row) == StepShares(row["step"], 4, ending_shares(batch))
         assert row["rollout/end_answer"] + row["rollout/end_no_answer"] == 1.0
+        assert row["rollout/env_errors"] == 0  # calc never raised: nothing was set aside
+    assert summary["env_errors"] == summary["trajectories_set_aside"] == 0
     # Two steps make windows of one step each: step 1 against step 2.
     drift = summary["drift"]
     assert drift["window_steps"] == 1 and drift["first_steps"] == [1, 1]

@@ -1,8 +1,10 @@
 """Episodes (`X-Episode-Id`): calls continue one trajectory, one reward trains it once, an edited
-history restarts it, and an episode left without a reward is dropped; all counted."""
+history restarts it, an episode left without a reward is dropped, and one whose tool or
+environment failed is recorded and never trained; all counted."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 from fastapi.testclient import TestClient
@@ -111,3 +113,70 @@ def test_episode_requests_that_cannot_be_served_are_refused(policy_dir, tmp_path
             assert "exactly one of id" in response.json()["error"]["message"]
         unknown = client.post("/v1/feedback", json={"episode_id": "nope", "reward": 1.0})
         assert unknown.status_code == 404
+
+
+def test_a_failed_tool_or_environment_is_answered_recorded_and_never_trained(policy_dir, tmp_path):
+    db = tmp_path / "s.db"
+    service = make_service(policy_dir, db, extra=["train.batch_size=1"], warmup=1)
+    with TestClient(create_app(service)) as client:
+        failed = _call(client, user(), "ep-tool-failed")  # the client still gets its reply
+        assert _reply(failed)["role"] == "assistant"
+        report = client.post(
+            "/v1/feedback",
+            json={"episode_id": "ep-tool-failed", "env_error": "calculator: ConnectionError"},
+        )
+        assert report.status_code == 200, report.text
+        assert report.json() == {
+            "episode_id": "ep-tool-failed",
+            "id": failed["id"],
+            "status": "env_error",
+        }
+        late = client.post("/v1/feedback", json={"episode_id": "ep-tool-failed", "reward": 1.0})
+        assert late.status_code == 409 and "(env_error)" in late.json()["error"]["message"]
+        _call(client, user(), "ep-tool-failed", 409)
+
+        lone = client.post(
+            "/v1/chat/completions", json={"model": "tiny-policy", "messages": user("Hi.")}
+        ).json()
+        lone_report = client.post("/v1/feedback", json={"id": lone["id"], "env_error": "judge"})
+        assert lone_report.json() == {"id": lone["id"], "status": "env_error"}
+        assert (
+            client.post("/v1/feedback", json={"id": lone["id"], "reward": 1.0}).status_code == 409
+        )
+
+        good = _call(client, user(), "ep-good")
+        client.post("/v1/feedback", json={"episode_id": "ep-good", "reward": 1.0})
+        status = wait_for_status(client, lambda s: s["trained"] == 1)
+        metrics = client.get("/metrics").text
+    assert (status["env_errors"], status["feedback"], status["pending"]) == (2, 1, 0)
+    assert 'sao_serve_stored{kind="env_errors"} 2.0' in metrics
+    with sqlite3.connect(db) as read:
+        rows = dict(
+            (cid, (state, error))
+            for cid, state, error in read.execute(
+                "SELECT completion_id, state, error FROM feedback"
+            )
+        )
+        episodes = dict(read.execute("SELECT id, state FROM episodes"))
+    assert rows == {
+        failed["id"]: ("env_error", "calculator: ConnectionError"),
+        lone["id"]: ("env_error", "judge"),
+        good["id"]: ("trained", None),
+    }
+    assert episodes == {"ep-tool-failed": "env_error", "ep-good": "rewarded"}
+
+
+def test_feedback_is_a_reward_or_an_env_error_not_both(policy_dir, tmp_path):
+    service = make_service(policy_dir, tmp_path / "s.db", extra=["train.batch_size=64"])
+    with TestClient(create_app(service)) as client:
+        _call(client, user(), "ep-4")
+        for body in (
+            {"episode_id": "ep-4"},
+            {"episode_id": "ep-4", "reward": None},
+            {"episode_id": "ep-4", "reward": 1.0, "env_error": "x"},
+        ):
+            response = client.post("/v1/feedback", json=body)
+            assert response.status_code == 422, body
+            assert "exactly one of reward" in response.json()["error"]["message"]
+        blank = client.post("/v1/feedback", json={"episode_id": "ep-4", "env_error": ""})
+        assert blank.status_code == 422 and "env_error" in blank.json()["error"]["message"]

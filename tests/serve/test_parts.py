@@ -96,6 +96,7 @@ def test_store_feedback_states_and_reopen(tmp_path):
         "episodes_rewarded": 0,
         "episodes_dropped": 0,
         "trajectories_abandoned": 0,
+        "env_errors": 0,
     }
     latest = reopened.latest_checkpoint()
     assert (latest.seq, latest.version, latest.metrics) == (1, 1, {"x": None})

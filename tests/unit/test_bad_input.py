@@ -8,6 +8,7 @@ case with the line it gets.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -91,9 +92,16 @@ CASES: list[tuple[list[str], str]] = [
         "puts one rank on each GPU, and this machine has",
     ),
     (
+        ["train", "--set", "train.learner_ranks=1024"],
+        "learner_device=cpu runs one process per rank, and this machine has",
+    ),
+    (
         ["serve", "--model", "model", "--set", "train.learner_ranks=2"],
         "sao serve trains in its own process",
     ),
+    (["serve", "--model", "model", "--port", "99999"], "--port: must be a port 1 to 65535, got"),
+    (["serve", "--model", "model", "--port", "0"], "--port: must be a port 1 to 65535, got 0"),
+    (["serve", "--model", "model", "--port", "http"], "--port: expected a port 1 to 65535"),
     (["serve", "--model", "missing_dir"], "--model missing_dir: does not exist"),
     (["serve", "--model", "not_a_model"], "--model not_a_model: not a saved model"),
     (["fly"], "invalid choice: 'fly'"),
@@ -152,6 +160,20 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(inputs, argv, expected):
     assert result.stdout == ""
     # Refused before any work: nothing was written.
     assert sorted(p.relative_to(inputs) for p in inputs.rglob("*")) == before
+
+
+def test_a_port_in_use_is_refused_before_the_model_loads(inputs):
+    # `model` holds no real weights: only a check made before loading can be the line printed.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_case(["serve", "--model", "model", "--port", str(port)], inputs)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        f"sao serve: --port {port}: 127.0.0.1:{port} is already in use by another process; "
+        "choose another --port or stop that process"
+    ]
 
 
 @pytest.mark.parametrize("debug", [["--debug"], ["SAO_DEBUG=1"]])

@@ -104,6 +104,9 @@ def test_yaml_then_overrides(tmp_path):
         (["train.batch_size=30", "rollout.group_size=8"], "train.batch_size: must be a multiple"),
         (["critic.enabled=false"], "GAE needs a critic"),
         (["algo.eps_low"], "expected key.path=value"),
+        (["train.max_env_error_rate=1.5"], "train.max_env_error_rate: Input should be less than"),
+        (["train.max_env_error_rate=-0.1"], "train.max_env_error_rate: Input should be greater"),
+        (["train.env_error_window=0"], "train.env_error_window: Input should be greater"),
     ],
 )
 def test_bad_fields_fail_with_one_line_naming_them(overrides, message):
@@ -111,6 +114,14 @@ def test_bad_fields_fail_with_one_line_naming_them(overrides, message):
         load_config("sao", None, overrides)
     text = str(info.value)
     assert message in text and "\n" not in text
+
+
+def test_environment_errors_stop_a_run_above_a_tenth_of_the_last_hundred_by_default():
+    train = load_config("sao").train
+    assert (train.max_env_error_rate, train.env_error_window) == (0.1, 100)
+    edges = load_config("sao", None, ["train.max_env_error_rate=0", "train.env_error_window=1"])
+    assert edges.train.max_env_error_rate == 0.0
+    assert load_config("sao", None, ["train.max_env_error_rate=1"]).train.max_env_error_rate == 1
 
 
 def test_unknown_preset_lists_the_allowed_ones():

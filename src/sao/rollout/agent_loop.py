@@ -21,8 +21,11 @@ waits in a list with its release time (no thread sleeps on it), the engine decod
 meanwhile, and the loop sleeps only when it has nothing else to do. The clock and sleep are
 injectable so tests can drive the wait without timing anything.
 
-Nothing an environment does can stop the loop: an exception in `reset` or `step` ends that episode
-with reward 0 and `end_reason = "env_error"` (the message kept in its metadata) and is logged.
+Nothing an environment does can stop the loop: an exception in `step` ends that episode with
+reward 0 and `end_reason = "env_error"` (the message kept in `metadata["error"]`), one in `reset`
+(nothing sampled yet) leaves no trajectory and is listed in `dropped`; both are logged and counted
+in `env_errors`. The reward 0 is not the policy's doing: training keeps such a trajectory on disk
+and never trains on it (`sao.runtime.env_errors`).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ How one trajectory ended (`ending`), from the metadata the agent loop records:
   `format_error` is set);
 - `max_turns`, `max_tokens`, `eos` (the policy stopped without an action the environment
   accepted), `env_error`, or any other `end_reason` an environment records, as recorded.
+  A trained batch never holds an `env_error` (those are set aside untrained and counted apart,
+  `sao.runtime.env_errors`), so its share stays 0 in a training run; it is kept as a column.
 
 Every ending other than `answer` counts as "no answer". A window's share of an ending is the mean
 of its per-step shares (each step weighs the same). The check warns when the no-answer share of

@@ -63,11 +63,11 @@ def run_train_command(
 
     summary = train(config, run_dir, resume=bool(resume))
     print(strict_dumps(summary, indent=2))
-    from sao.runtime.report import closing_line
+    from sao.runtime.report import closing_line, env_error_line
 
-    line = closing_line(summary)
-    if line is not None:
-        print(line)
+    for line in (env_error_line(summary), closing_line(summary)):
+        if line is not None:
+            print(line)
     return 0
 
 

@@ -106,7 +106,11 @@ class InlineRollout:
 
     def fill(self, queue: LocalTrajectoryQueue, n: int) -> None:
         while queue.qsize() < n:
+            failed_resets = self.scheduler.stats.dropped
             if self.scheduler.tick() == 0 and self.scheduler.num_in_flight == 0:
+                if self.scheduler.stats.dropped > failed_resets:
+                    # Episodes whose reset raised: the caller counts them before asking again.
+                    return
                 raise RuntimeError("sync rollout made no progress: nothing in flight")
 
     def after_publish(self) -> None:

@@ -17,6 +17,8 @@ from sao.envs.registry import make_task_source
 from sao.learner.precision import resolve_device
 from sao.learner.value_pretrain import pretrain_value
 from sao.models.critic import ValueModel
+from sao.runtime.env_errors import is_env_error
+from sao.stopped import RunStopped
 from sao.trajectory import Trajectory
 
 _PRETRAIN_SEED_OFFSET = 7_919
@@ -25,7 +27,8 @@ _PRETRAIN_SEED_OFFSET = 7_919
 def sample_initial_trajectories(
     config: SAOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int
 ) -> list[Trajectory]:
-    """`n` trajectories of the (frozen) initial policy on training tasks."""
+    """`n` episodes of the (frozen) initial policy on training tasks, those whose environment
+    raised included (see `run_value_pretraining`)."""
     source = make_task_source(config.env.name, **config.env.task_options)
     tasks = source.train(n, config.train.seed + _PRETRAIN_SEED_OFFSET)
     loop = build_agent_loop(
@@ -44,11 +47,24 @@ def run_value_pretraining(
     critic: ValueModel,
     progress: bool = True,
 ) -> list[dict[str, float]]:
-    """Sample the pretraining data, then fit the critic on its Monte-Carlo returns."""
+    """Sample the pretraining data, then fit the critic on its Monte-Carlo returns.
+
+    Episodes whose environment raised are left out (their 0 is not the policy's return;
+    `sao.runtime.env_errors`), and so are those whose `reset` raised (no trajectory). When that
+    leaves nothing to fit, the run stops with one line.
+    """
     t0 = time.perf_counter()
-    trajectories = sample_initial_trajectories(
-        config, policy, tokenizer, config.critic.pretrain.num_trajectories
-    )
+    wanted = config.critic.pretrain.num_trajectories
+    sampled = sample_initial_trajectories(config, policy, tokenizer, wanted)
+    trajectories = [t for t in sampled if not is_env_error(t)]
+    errors = wanted - len(trajectories)
+    if errors:
+        print(f"value pretraining: {errors} of {wanted} episodes ended in an environment error")
+    if not trajectories:
+        raise RunStopped(
+            f"value pretraining: all {wanted} episodes ended in an environment error, so there "
+            "is nothing to fit the critic on"
+        )
     sampled_s = time.perf_counter() - t0
     critic.to(resolve_device(config.train.learner_device))  # trained where the learner trains it
     curve = pretrain_value(critic, trajectories, config, tokenizer.pad_token_id, progress=progress)

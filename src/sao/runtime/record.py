@@ -14,6 +14,8 @@ class RunRecord:
         step: the learner version this record belongs to.
         trained_indices: trajectory indices the learner has trained on, in training order.
         dropped_indices: indices dropped as too stale (`rollout.max_staleness`), never trained.
+        set_aside_indices: indices the learner set aside for an environment error, never trained
+            (`sao.runtime.env_errors`).
         initial_eval: the held-out eval of the starting policy (None until it has run).
         last_eval: the most recent held-out eval.
         eval_accuracy_at_step: held-out accuracy measured at exactly `step` (None if no eval ran
@@ -23,13 +25,14 @@ class RunRecord:
     step: int = 0
     trained_indices: list[int] = field(default_factory=list)
     dropped_indices: list[int] = field(default_factory=list)
+    set_aside_indices: list[int] = field(default_factory=list)
     initial_eval: dict[str, Any] | None = None
     last_eval: dict[str, Any] | None = None
     eval_accuracy_at_step: float | None = None
 
     def settled(self) -> set[int]:
         """Indices that must never be handed to the learner again."""
-        return set(self.trained_indices) | set(self.dropped_indices)
+        return set(self.trained_indices) | set(self.dropped_indices) | set(self.set_aside_indices)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""

@@ -66,6 +66,7 @@ def summarize(
     completed = len(read_trajectories(run_dir))
     trained = len(record.trained_indices)
     dropped = len(record.dropped_indices)
+    set_aside = len(record.set_aside_indices)
     return {
         "preset": config.preset,
         "env": config.env.name,
@@ -81,7 +82,11 @@ def summarize(
         "trajectories_completed": completed,
         "trajectories_trained": trained,
         "trajectories_dropped_stale": dropped,
-        "trajectories_untrained_in_queue": completed - trained - dropped,
+        # Kept in trajectories.jsonl with their error, never trained (`sao.runtime.env_errors`).
+        "trajectories_set_aside": set_aside,
+        "trajectories_untrained_in_queue": completed - trained - dropped - set_aside,
+        # Episodes whose environment raised, reset failures (no trajectory) included.
+        "env_errors": sum(int(row.get("rollout/env_errors", 0)) for row in read_metrics(run_dir)),
         "in_flight_abandoned": in_flight,
     }
 
@@ -92,6 +97,18 @@ def _paired_gain(initial: dict[str, Any], final: dict[str, Any]) -> dict[str, An
     if "task_scores" not in initial or "task_scores" not in final:
         return None
     return paired_difference(final["task_scores"], initial["task_scores"])
+
+
+def env_error_line(summary: dict[str, Any]) -> str | None:
+    """A console line when environments raised during the run (None when none did)."""
+    errors = summary.get("env_errors") or 0
+    if not errors:
+        return None
+    return (
+        f"sao train: {errors} episode(s) ended in an environment error; "
+        f"{summary.get('trajectories_set_aside', 0)} trajectories were set aside untrained "
+        "(trajectories.jsonl, metadata.error)"
+    )
 
 
 def closing_line(summary: dict[str, Any]) -> str | None:

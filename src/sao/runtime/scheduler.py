@@ -10,7 +10,12 @@ k-th trajectory (0-based) may start only while `k < (engine_version + 1 + ahead)
 With `ahead = 0` the engine samples exactly one batch per weight version and then waits, which is
 synchronous training; asynchronous training with `max_staleness = 0` is therefore exactly sync.
 A resumed run shifts the bound by the indices it `abandoned` (in flight at the kill, never to
-arrive), so those count neither as admitted nor as owed to the learner.
+arrive, or logged but set aside), so those count neither as admitted nor as owed to the learner.
+
+An episode whose environment raised is never trained (`sao.runtime.env_errors`), so the bound
+widens by a replacement for it: one slot per errored trajectory or failed `reset` without groups;
+with groups, a group with an errored member is marked set aside whole and a whole group replaces
+it. Without errors the bound is the one above.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 from sao.envs.base import Task
 from sao.rollout.agent_loop import AgentLoop
+from sao.runtime.env_errors import is_env_error, with_group_error
 from sao.runtime.transport import TrajectoryQueue, WeightChannel
 from sao.trajectory import Trajectory
 
@@ -39,6 +45,9 @@ class SchedulerStats:
     admitted: int = 0
     completed: int = 0
     dropped: int = 0
+    """Episodes whose environment's `reset` raised (no trajectory)."""
+    replaced: int = 0
+    """Admission slots added to replace trajectories set aside for an environment error."""
     busy_s: float = 0.0
     """Seconds inside the agent loop's step: decoding, or stepping and waiting on environments."""
     swap_s: float = 0.0
@@ -62,8 +71,8 @@ class Scheduler:
         group_size: G, rollouts per prompt (1: no group, no barrier).
         ahead: how many batches beyond the current version may be admitted.
         start_index: index of the first trajectory (to resume a run's task stream).
-        abandoned: indices below `start_index` that will never complete (a resumed run's
-            trajectories that were in flight when it was killed).
+        abandoned: indices below `start_index` that will never reach the learner (a resumed
+            run's trajectories that were in flight when it was killed, or were set aside).
     """
 
     def __init__(
@@ -97,6 +106,8 @@ class Scheduler:
         self.stats = SchedulerStats()
         self._groups: dict[int, list[Trajectory]] = {}
         self._group_expected: dict[int, int] = {}
+        # Groups with a member whose `reset` raised: set aside whole when released.
+        self._tainted: set[int] = set()
 
     @property
     def version(self) -> int:
@@ -104,7 +115,8 @@ class Scheduler:
 
     def admission_limit(self) -> int:
         """Trajectories that may have started by now (see module docstring)."""
-        return (self.version + 1 + self.ahead) * self.batch_size + self.abandoned
+        bound = (self.version + 1 + self.ahead) * self.batch_size
+        return bound + self.abandoned + self.stats.replaced
 
     @property
     def num_in_flight(self) -> int:
@@ -148,13 +160,14 @@ class Scheduler:
         """One scheduling round; returns the number of trajectories handed to the queue."""
         self.poll_weights()
         self.admit()
+        handed = self._account_dropped()  # a `reset` that raised ends its episode at once
         if self.num_in_flight == 0:
-            return 0
+            return handed
         t0 = time.perf_counter()
         completed = self.loop.step()
         self.stats.busy_s += time.perf_counter() - t0
-        self._account_dropped()
-        return self._route(completed)
+        handed += self._account_dropped()
+        return handed + self._route(completed)
 
     def run_until(
         self,
@@ -218,6 +231,7 @@ class Scheduler:
             reason = str(traj.metadata.get("end_reason"))
             self.stats.end_reasons[reason] = self.stats.end_reasons.get(reason, 0) + 1
             if self.group_size == 1:
+                self.stats.replaced += int(is_env_error(traj))
                 self.out.put([traj])
                 handed += 1
                 continue
@@ -226,14 +240,19 @@ class Scheduler:
             handed += self._release_if_complete(group_id)
         return handed
 
-    def _account_dropped(self) -> None:
+    def _account_dropped(self) -> int:
+        handed = 0
         for meta in self.loop.dropped:
             self.stats.dropped += 1
-            if self.group_size > 1:
-                group_id = int(meta["group_id"])
-                self._group_expected[group_id] -= 1
-                self._release_if_complete(group_id)
+            if self.group_size == 1:
+                self.stats.replaced += 1
+                continue
+            group_id = int(meta["group_id"])
+            self._group_expected[group_id] -= 1
+            self._tainted.add(group_id)
+            handed += self._release_if_complete(group_id)
         self.loop.dropped.clear()
+        return handed
 
     def _release_if_complete(self, group_id: int) -> int:
         members = self._groups.get(group_id, [])
@@ -241,6 +260,10 @@ class Scheduler:
             return 0
         self._groups.pop(group_id, None)
         self._group_expected.pop(group_id, None)
+        if group_id in self._tainted or any(is_env_error(t) for t in members):
+            self._tainted.discard(group_id)
+            self.stats.replaced += self.group_size
+            members = [with_group_error(t) for t in members]
         if members:
             self.out.put(members)
         return len(members)

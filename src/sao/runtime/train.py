@@ -2,7 +2,9 @@
 
 One learner step, as the driver sees it (`_train_step`):
 
-    batch = backend.next_batch(B)          # completion order; waits only if the queue is empty
+    batch = take_batch(backend, B)         # the first B completed, in completion order, whose
+                                           # environment did not raise (`env_errors`); waits
+                                           # only if the queue is empty
     batch = drop_stale(batch)              # only with rollout.max_staleness
     metrics = learner.step(batch)          # critic values -> advantages -> actor -> K critic steps
     backend.publish_weights(learner)       # engines swap between decode steps
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ from sao.runtime.drift import (
     step_shares,
     warning_line,
 )
+from sao.runtime.env_errors import EnvErrorWatch, is_env_error, is_set_aside, take_batch
 from sao.runtime.learner_ranks import LearnerRanks, build_learner, close_learner
 from sao.runtime.pretraining import run_value_pretraining
 from sao.runtime.record import RunRecord
@@ -70,6 +73,7 @@ class Run:
     clock: RunClock
     registration: EnvRegistration
     drift: DriftMonitor
+    env_errors: EnvErrorWatch
 
 
 @dataclass
@@ -81,11 +85,17 @@ class Backlog:
         start_index: index of the next new trajectory (past every logged one, whole groups).
         abandoned: indices below `start_index` that were in flight at the kill and will never
             arrive; the admission bound is shifted by them so the rollout side does not wait.
+        set_aside: logged trajectories set aside for an environment error (never trained), by
+            which the admission bound is shifted too.
+        recent_errors: whether each settled episode's environment raised, in completion order
+            (the start of the environment-error window).
     """
 
     pending: list[Trajectory]
     start_index: int
     abandoned: int
+    set_aside: int = 0
+    recent_errors: list[bool] = field(default_factory=list)
 
 
 def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool = True) -> dict:
@@ -112,7 +122,7 @@ def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
             run.tokenizer,
             version=run.learner.version,
             start_index=backlog.start_index,
-            abandoned=backlog.abandoned,
+            abandoned=backlog.abandoned + backlog.set_aside,
             log_dir=run_dir,
         )
         run.learner = backend.attach_learner(run.learner)
@@ -222,6 +232,10 @@ def _set_up_run(
         drift_window(config.train.steps, config.train.drift_window),
         config.train.drift_warn_rise,
     )
+    backlog = _backlog(run_dir, record, config.rollout.group_size) if resume else Backlog([], 0, 0)
+    env_errors = EnvErrorWatch(
+        config.train.env_error_window, config.train.max_env_error_rate, backlog.recent_errors
+    )
     run = Run(
         config,
         run_dir,
@@ -232,6 +246,7 @@ def _set_up_run(
         clock,
         registration_for(config.env.name),
         drift,
+        env_errors,
     )
     if record.initial_eval is None:
         record.initial_eval = record.last_eval = held_out_eval(learner, tokenizer, config)
@@ -247,9 +262,7 @@ def _set_up_run(
             },
         )
         _checkpoint(run)
-    return run, _backlog(run_dir, record, config.rollout.group_size) if resume else Backlog(
-        [], 0, 0
-    )
+    return run, backlog
 
 
 def _backlog(run_dir: Path, record: RunRecord, group_size: int) -> Backlog:
@@ -259,7 +272,13 @@ def _backlog(run_dir: Path, record: RunRecord, group_size: int) -> Backlog:
     pending = [t for t in logged if t.metadata["index"] not in settled]
     top = 1 + max((t.metadata["index"] for t in logged), default=-1)
     start_index = -(-top // group_size) * group_size
-    return Backlog(pending, start_index, abandoned=start_index - len(logged))
+    return Backlog(
+        pending,
+        start_index,
+        abandoned=start_index - len(logged),
+        set_aside=sum(map(is_set_aside, logged)),
+        recent_errors=[is_env_error(t) for t in logged if t.metadata["index"] in settled],
+    )
 
 
 # ---------------------------------------------------------------------------------- the loop
@@ -291,7 +310,11 @@ def _train_loop(run: Run, backend: Backend, progress: bool, pace: _Pace) -> None
 def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | None:
     """One learner step (see the module docstring); None when the whole batch was too stale."""
     config, record = run.config, run.record
-    batch, wait = pace.timed(backend.next_batch, config.train.batch_size)
+    where = run.run_dir / "trajectories.jsonl"
+    (batch, aside), wait = pace.timed(
+        lambda n: take_batch(backend, n, run.env_errors, str(where)), config.train.batch_size
+    )
+    record.set_aside_indices += [t.metadata["index"] for t in aside]
     batch = _drop_stale(batch, record, run.learner.version, config.rollout.max_staleness)
     if not batch:
         return None
@@ -302,7 +325,10 @@ def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | N
     metrics.update(ending_metrics([t.metadata for t in batch]))
     if run.registration.step_metrics is not None:
         metrics.update(run.registration.step_metrics(batch))
-    metrics.update(pace.metrics(wait, len(batch), backend.rollout_stats(), record))
+    stats = backend.rollout_stats()
+    run.env_errors.observe_reset_failures(int(stats.get("dropped", 0)))
+    metrics["rollout/env_errors"] = run.env_errors.step_count()
+    metrics.update(pace.metrics(wait, len(batch), stats, record))
     at_end = step >= config.train.steps
     record.eval_accuracy_at_step = None
     by_steps = bool(config.train.eval_every) and step % config.train.eval_every == 0

@@ -4,7 +4,8 @@
                                 header `X-Episode-Id` names the episode the call belongs to;
                                 the reply's `id` is the handle for feedback outside episodes
     GET  /v1/models             the served model and its policy version
-    POST /v1/feedback           {"id" | "episode_id", "reward"} -> 200 accepted | 404 | 409 | 422
+    POST /v1/feedback           {"id" | "episode_id", "reward" | "env_error"} -> 200 accepted (or
+                                env_error: recorded, never trained) | 404 | 409 | 422
     GET  /v1/status             counts, policy version, the learner's last metrics
     GET  /metrics               Prometheus text
     GET  /health                no auth
@@ -38,6 +39,7 @@ from sao.serve.replies import Reply
 from sao.serve.service import Service
 from sao.serve.sessions import turn_context
 from sao.serve.store import (
+    ENV_ERROR,
     OPEN,
     CompletionInEpisode,
     DuplicateFeedback,
@@ -158,11 +160,12 @@ def create_app(service: Service, manage_lifecycle: bool = True) -> FastAPI:
     async def feedback(request: Request) -> dict[str, str]:
         body = await read_body(request, FeedbackRequest)
         if body.episode_id is not None:
-            answer = await _episode_feedback(service, body.episode_id, body.reward)
+            answer = await _episode_feedback(service, body.episode_id, body.reward, body.env_error)
         else:
             assert body.id is not None
-            answer = await _completion_feedback(service, body.id, body.reward)
-        service.live.notify()
+            answer = await _completion_feedback(service, body.id, body.reward, body.env_error)
+        if body.env_error is None:
+            service.live.notify()
         return answer
 
     @app.post("/v1/chat/completions", dependencies=guarded)
@@ -251,10 +254,18 @@ def _context(
     return context
 
 
-async def _episode_feedback(service: Service, episode_id: str, reward: float) -> dict[str, str]:
+async def _episode_feedback(
+    service: Service, episode_id: str, reward: float | None, error: str | None
+) -> dict[str, str]:
+    """A reward for the episode, or `error`: its tool or environment failed, so it ends without
+    training (a failure that is not the policy's must not teach it anything)."""
     try:
         completion_id = await run_in_threadpool(
-            service.store.add_episode_feedback, episode_id, reward, service.idle_before()
+            service.store.add_episode_feedback,
+            episode_id,
+            0.0 if reward is None else reward,
+            service.idle_before(),
+            error,
         )
     except UnknownEpisode:
         raise http_error(404, f"no episode with id {episode_id!r}", "not_found_error") from None
@@ -266,14 +277,16 @@ async def _episode_feedback(service: Service, episode_id: str, reward: float) ->
             "conflict_error",
             "episode_closed",
         ) from None
-    return {"episode_id": episode_id, "id": completion_id, "status": "accepted"}
+    return {"episode_id": episode_id, "id": completion_id, "status": _status(error)}
 
 
 async def _completion_feedback(
-    service: Service, completion_id: str, reward: float
+    service: Service, completion_id: str, reward: float | None, error: str | None
 ) -> dict[str, str]:
     try:
-        await run_in_threadpool(service.store.add_feedback, completion_id, reward)
+        await run_in_threadpool(
+            service.store.add_feedback, completion_id, 0.0 if reward is None else reward, error
+        )
     except UnknownCompletion:
         raise http_error(
             404, f"no completion with id {completion_id!r}", "not_found_error"
@@ -290,7 +303,13 @@ async def _completion_feedback(
         raise http_error(
             409, f"completion {completion_id!r} already has a reward", "conflict_error"
         ) from None
-    return {"id": completion_id, "status": "accepted"}
+    return {"id": completion_id, "status": _status(error)}
+
+
+def _status(error: str | None) -> str:
+    """A feedback answer's status: `accepted` (a reward, to be trained) or `env_error` (recorded,
+    never trained)."""
+    return "accepted" if error is None else ENV_ERROR
 
 
 def _check_request(

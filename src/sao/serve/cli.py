@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from sao.config import SAOConfig
+from sao.serve.port import check_port_free, parse_port
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +20,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="the model name clients send and /v1/models lists (default: the --model folder name)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=parse_port, default=8000, help="1 to 65535 (default 8000)")
     parser.add_argument(
         "--db", default="runs/serve/serve.db", help="SQLite file (reused: a restart resumes)"
     )
@@ -110,6 +111,7 @@ def _run_serve(config: SAOConfig, args: argparse.Namespace) -> int:
     base = default_limits(config)
     try:
         check_bind(args.host, api_key)
+        check_port_free(args.host, args.port)  # before the model loads, not after
         limits = Limits(
             max_body_bytes=args.max_body_bytes,
             max_prompt_tokens=args.max_prompt_tokens or base.max_prompt_tokens,

@@ -138,17 +138,24 @@ class ChatCompletionRequest(BaseModel):
 
 
 class FeedbackRequest(BaseModel):
-    """`POST /v1/feedback`: a finite reward for a completion id or for an episode id."""
+    """`POST /v1/feedback`: a finite reward for a completion id or for an episode id, or instead
+    `env_error`, saying that a tool or the environment failed (recorded, never trained)."""
 
     model_config = ConfigDict(extra="forbid")
     id: StrictStr | None = None
     episode_id: StrictStr | None = None
-    reward: Number
+    reward: Number | None = None
+    env_error: Annotated[StrictStr, Field(min_length=1, max_length=4096)] | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> FeedbackRequest:
         if (self.id is None) == (self.episode_id is None):
             raise ValueError("give exactly one of id (a completion) and episode_id")
+        if (self.reward is None) == (self.env_error is None):
+            raise ValueError(
+                "give exactly one of reward (a finite number) and env_error (what failed, when "
+                "a tool or the environment did)"
+            )
         return self
 
 

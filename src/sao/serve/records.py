@@ -58,6 +58,8 @@ COMPLETION_COLUMNS = {
     "malformed": "INTEGER NOT NULL DEFAULT 0",
     "message": "TEXT",
 }
+# Columns added to `feedback` after its first release.
+FEEDBACK_COLUMNS = {"error": "TEXT"}
 # The columns `completion_from_row` reads, in its order.
 COMPLETION_FIELDS = (
     "id, parent_id, context_hash, messages, content, finish_reason, trajectory, "
@@ -66,6 +68,9 @@ COMPLETION_FIELDS = (
 
 PENDING, TRAINED, DROPPED = "pending", "trained", "dropped"
 OPEN, REWARDED = "open", "rewarded"
+ENV_ERROR = "env_error"
+"""A feedback row (and its episode) reporting that a tool or the environment failed: recorded with
+its error, never trained."""
 NEW, CONTINUED, RESTARTED = "new", "continued", "restarted"
 
 
@@ -74,7 +79,7 @@ class UnknownCompletion(KeyError):
 
 
 class DuplicateFeedback(ValueError):
-    """A second reward for a completion (or an episode) that already has one."""
+    """A second reward (or error report) for a completion that already has one."""
 
 
 class UnknownEpisode(KeyError):
@@ -82,7 +87,7 @@ class UnknownEpisode(KeyError):
 
 
 class EpisodeClosed(ValueError):
-    """The episode was rewarded or dropped already; `state` says which."""
+    """The episode was rewarded, dropped or reported failed already; `state` says which."""
 
     def __init__(self, episode_id: str, state: str) -> None:
         super().__init__(episode_id)

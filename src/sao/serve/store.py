@@ -7,14 +7,17 @@ Three tables:
                   spans), written before the response is returned
     feedback      one row per accepted reward, written before the 200; its `state` moves from
                   `pending` to `trained` (or `dropped`, when a staleness limit is set) only in the
-                  transaction that records the checkpoint holding that training
+                  transaction that records the checkpoint holding that training. A client that
+                  reports a tool or environment failure instead of a reward gets a row in state
+                  `env_error` with its `error`: recorded, never trained
     checkpoints   one row per learner checkpoint: its sequence number, policy version and file
 
 An episode (`X-Episode-Id`) is a row of `episodes`: its newest completion (`tip`, whose
 trajectory holds the episode's whole token sequence), how many trajectories it started (a call
 whose history does not extend the tip starts another), and its state: `open`, `rewarded` (one
-feedback row, on the tip), or `dropped` (no reward within the episode timeout). Completions of an
-episode take rewards only through it, so its tokens train once.
+feedback row, on the tip), `dropped` (no reward within the episode timeout), or `env_error` (its
+tool or environment failed: never trained). Completions of an episode take rewards only through
+it, so its tokens train once.
 
 A kill at any moment therefore leaves: completions and feedback that were acknowledged, and a
 latest checkpoint whose training is exactly the feedback marked `trained`. Feedback trained after
@@ -38,6 +41,8 @@ from sao.serve.records import (
     COMPLETION_FIELDS,
     CONTINUED,
     DROPPED,
+    ENV_ERROR,
+    FEEDBACK_COLUMNS,
     NEW,
     OPEN,
     PENDING,
@@ -60,6 +65,7 @@ from sao.trajectory import Trajectory
 __all__ = [
     "CONTINUED",
     "DROPPED",
+    "ENV_ERROR",
     "NEW",
     "OPEN",
     "PENDING",
@@ -90,10 +96,11 @@ class Store:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
-        have = {row[1] for row in self._db.execute("PRAGMA table_info(completions)")}
-        for column, kind in COMPLETION_COLUMNS.items():
-            if column not in have:
-                self._db.execute(f"ALTER TABLE completions ADD COLUMN {column} {kind}")
+        for table, columns in (("completions", COMPLETION_COLUMNS), ("feedback", FEEDBACK_COLUMNS)):
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            for column, kind in columns.items():
+                if column not in have:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def close(self) -> None:
         with self._lock:
@@ -179,9 +186,13 @@ class Store:
                 (DROPPED, OPEN, idle_before),
             ).rowcount
 
-    def add_episode_feedback(self, episode_id: str, reward: float, idle_before: float) -> str:
+    def add_episode_feedback(
+        self, episode_id: str, reward: float, idle_before: float, error: str | None = None
+    ) -> str:
         """Accept the episode's reward on its newest completion (committed before this returns);
         returns that completion's id. An episode idle since before `idle_before` is dropped first.
+        With `error` (its tool or environment failed) the episode ends in state `env_error`
+        instead, its error recorded and nothing trained.
 
         Raises:
             UnknownEpisode: no completion was served in this episode.
@@ -199,11 +210,9 @@ class Store:
                 if state == OPEN and updated < idle_before:
                     state = DROPPED
                 if state == OPEN:
-                    self._insert_feedback(tip, reward)
-                self._db.execute(
-                    "UPDATE episodes SET state = ? WHERE id = ?",
-                    (REWARDED if state == OPEN else state, episode_id),
-                )
+                    self._insert_feedback(tip, reward, error)
+                ended = (REWARDED if error is None else ENV_ERROR) if state == OPEN else state
+                self._db.execute("UPDATE episodes SET state = ? WHERE id = ?", (ended, episode_id))
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -213,8 +222,9 @@ class Store:
         return tip
 
     # ------------------------------------------------------------------ feedback
-    def add_feedback(self, completion_id: str, reward: float) -> None:
-        """Accept a reward (committed before this returns).
+    def add_feedback(self, completion_id: str, reward: float, error: str | None = None) -> None:
+        """Accept a reward (committed before this returns); with `error`, record that the
+        completion's tool or environment failed instead (never trained).
 
         Raises:
             UnknownCompletion: no completion has this id.
@@ -231,18 +241,20 @@ class Store:
                     raise UnknownCompletion(completion_id)
                 if known[0] is not None:
                     raise CompletionInEpisode(completion_id, known[0])
-                self._insert_feedback(completion_id, reward)
+                self._insert_feedback(completion_id, reward, error)
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
 
-    def _insert_feedback(self, completion_id: str, reward: float) -> None:
+    def _insert_feedback(self, completion_id: str, reward: float, error: str | None) -> None:
         seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM feedback").fetchone()
+        state = PENDING if error is None else ENV_ERROR
         try:
             self._db.execute(
-                "INSERT INTO feedback (completion_id, reward, received, seq) VALUES (?, ?, ?, ?)",
-                (completion_id, float(reward), time.time(), seq[0]),
+                "INSERT INTO feedback (completion_id, reward, received, seq, state, error) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (completion_id, float(reward), time.time(), seq[0], state, error),
             )
         except sqlite3.IntegrityError:
             raise DuplicateFeedback(completion_id) from None
@@ -288,7 +300,7 @@ class Store:
             ).fetchone()[0]
         return {
             "completions": completions,
-            "feedback": sum(by_state.values()),
+            "feedback": sum(by_state.values()) - by_state.get(ENV_ERROR, 0),
             "trained": by_state.get(TRAINED, 0),
             "dropped": by_state.get(DROPPED, 0),
             "pending": by_state.get(PENDING, 0),
@@ -301,6 +313,7 @@ class Store:
             "episodes_rewarded": episodes.get(REWARDED, 0),
             "episodes_dropped": episodes.get(DROPPED, 0),
             "trajectories_abandoned": abandoned,
+            "env_errors": by_state.get(ENV_ERROR, 0),
         }
 
     # ------------------------------------------------------------------ checkpoints
