@@ -130,3 +130,13 @@ def test_serve():
     lines = done.stdout.splitlines()
     assert lines[2].startswith("requests/s") and float(lines[2].split()[-1]) > 0
     assert lines[-1].startswith("learner busy during training rounds:")
+
+
+def test_lora_memory(monkeypatch, capsys, tmp_path, bpe_qwen3_dense_dir):
+    result = tmp_path / "lora.json"
+    argv = ["--model", str(bpe_qwen3_dense_dir), "--batch", "2", "--steps", "1", "--rank", "4"]
+    run_benchmark(monkeypatch, "lora_memory.py", *argv, "--json", str(result))
+    assert "lora / full:" in capsys.readouterr().out
+    rows = json.loads(result.read_text())
+    assert rows["lora"]["trainable_parameters"] < rows["full"]["trainable_parameters"]
+    assert rows["ratios"]["optimizer_states_gb"] < 1
