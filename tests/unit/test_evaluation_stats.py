@@ -54,7 +54,8 @@ def test_wilson_interval_stays_inside_zero_one_and_covers_the_estimate():
 def test_tasks_to_resolve_by_hand():
     # ((1.96 + 1.2816) * 0.5 / 0.1)^2 = 262.8 -> 263 tasks.
     assert tasks_to_resolve(0.5, 0.10) == 263
-    # code_repair's in-run eval (docs/results.md): paired SD 0.51; +0.10 resolved at about +-0.06.
+    # code_repair's in-run eval (docs/notebook/2026-11-29-code-repair-presets-and-stalling.md):
+    # paired SD 0.51; +0.10 resolved at about +-0.06.
     assert tasks_to_resolve(0.51, 0.10) == 274  # (3.2416 * 0.51 / 0.1)^2 = 273.3
     assert tasks_to_resolve(0.0, 0.10) == 1
     # At the returned n the eval resolves the effect, one task fewer it does not.

@@ -176,8 +176,9 @@ class Learner:
 
         advantages, returns = self._advantages(batch, whole, share, trajectories, values)
         # The estimator's own scale, before any whitening. Adam divides each update by the
-        # gradient's running RMS, so this scale barely moves the step (measured: docs/results.md);
-        # it is a diagnostic of the advantages, not of the step size.
+        # gradient's running RMS, so this scale barely moves the step (measured:
+        # docs/notebook/2026-12-02-calc-lambda-whitening.md); it is a diagnostic of the advantages,
+        # not of the step size.
         metrics["actor/advantage_raw_std"] = math.sqrt(
             max(self.ranks.masked_variance(advantages, mask), 0.0)
         )

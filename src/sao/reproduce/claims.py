@@ -293,8 +293,8 @@ LATENCY_OVERRIDES: tuple[str, ...] = (
 
 # The overlay above is hidden on code_repair: with 128 episodes in flight one turn's decode takes
 # several seconds on 2 cores, and the engine decodes other episodes while one waits
-# (docs/results.md). Claim (h_code_repair_latency) scales it to a turn: median 5 s a step (90th
-# percentile 18 s, 99th 51 s), a sandbox running a repository's tests.
+# (docs/notebook/2026-12-05-code-repair-slow-tools.md). Claim (h_code_repair_latency) scales it to a
+# turn: median 5 s a step (90th percentile 18 s, 99th 51 s), a sandbox running a repository's tests.
 TOOL_LATENCY_OVERRIDES: tuple[str, ...] = (
     "env.latency={distribution: lognormal, median_s: 5.0, sigma: 1.0, max_s: 60.0}",
 )
@@ -302,7 +302,8 @@ TOOL_LATENCY_OVERRIDES: tuple[str, ...] = (
 
 # GRPO at a quarter of the preset's learning rate. On code_repair the `grpo` preset (4 PPO updates
 # per batch at 1e-4) falls below its warm start and `grpo_dis` barely moves, so claim (h) there
-# had no reference that learns; this one gained on every seed measured (docs/results.md).
+# had no reference that learns; this one gained on every seed measured
+# (docs/notebook/2026-11-29-code-repair-presets-and-stalling.md, "Seven presets").
 SLOW_GRPO_OVERRIDES: tuple[str, ...] = ("actor.lr=2.5e-5",)
 
 
