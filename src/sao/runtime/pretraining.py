@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from tqdm import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.agent_setup import build_agent_loop
@@ -25,17 +26,26 @@ _PRETRAIN_SEED_OFFSET = 7_919
 
 
 def sample_initial_trajectories(
-    config: SAOConfig, policy: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, n: int
+    config: SAOConfig,
+    policy: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    n: int,
+    progress: bool = False,
 ) -> list[Trajectory]:
     """`n` episodes of the (frozen) initial policy on training tasks, those whose environment
-    raised included (see `run_value_pretraining`)."""
+    raised included (see `run_value_pretraining`); `progress` shows a bar (minutes on a
+    pretrained model)."""
     source = make_task_source(config.env.name, **config.env.task_options)
     tasks = source.train(n, config.train.seed + _PRETRAIN_SEED_OFFSET)
     loop = build_agent_loop(
         config, policy, tokenizer, seed=config.train.seed + _PRETRAIN_SEED_OFFSET
     )
+    episodes = [(f"pretrain-{i}", t, {"index": -1 - i}) for i, t in enumerate(tasks)]
     try:
-        return loop.run([(f"pretrain-{i}", t, {"index": -1 - i}) for i, t in enumerate(tasks)])
+        with tqdm(
+            total=n, desc="value pretraining data", disable=not progress, dynamic_ncols=True
+        ) as bar:
+            return loop.run(episodes, on_finished=bar.update)
     finally:
         loop.close()
 
@@ -55,7 +65,7 @@ def run_value_pretraining(
     """
     t0 = time.perf_counter()
     wanted = config.critic.pretrain.num_trajectories
-    sampled = sample_initial_trajectories(config, policy, tokenizer, wanted)
+    sampled = sample_initial_trajectories(config, policy, tokenizer, wanted, progress)
     trajectories = [t for t in sampled if not is_env_error(t)]
     errors = wanted - len(trajectories)
     if errors:
