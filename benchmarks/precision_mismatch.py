@@ -8,9 +8,11 @@ mean |logp_bf16 - logp_fp32|, the largest gap, and the fraction of DIS ratios
 
 Two policies are measured: the freshly initialised tiny policy (near-uniform next-token
 distributions) and the same weights with the output layer scaled up, a stand-in for a trained,
-confident policy whose logits are large.
+confident policy whose logits are large. `--model PATH` measures a saved model instead (a real
+pretrained one, e.g. `sao import-gguf`'s output), as it is.
 
-    python benchmarks/precision_mismatch.py [--requests 32] [--tokens 64] [--json PATH]
+    python benchmarks/precision_mismatch.py [--requests 32] [--tokens 64] [--model PATH]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from sao.models import build_tiny_policy, build_tokenizer, token_logprobs
+from sao.models import build_tiny_policy, build_tokenizer, load_policy, token_logprobs
 from sao.rollout.engine import RolloutEngine, SamplingParams
 
 DIS_WINDOW = (0.7, 6.0)
@@ -41,10 +43,8 @@ def measure(
     no_eos = copy.deepcopy(tokenizer)
     no_eos.eos_token = None
     engine = RolloutEngine(model, no_eos, max_batch=requests, precision=precision, seed=seed)
-    prompts = {
-        f"q{i}": [tokenizer.bos_token_id, *tokenizer.encode(f"{i * 37} + {i}")]
-        for i in range(requests)
-    }
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    prompts = {f"q{i}": [*bos, *tokenizer.encode(f"{i * 37} + {i}")] for i in range(requests)}
     for rid, ids in prompts.items():
         engine.submit(rid, ids, SamplingParams(max_new_tokens=tokens))
     gaps = []
@@ -74,16 +74,22 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per request")
     parser.add_argument("--sharpen", type=float, default=8.0, help="output-layer scale")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", type=Path, default=None, help="a saved model to measure")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
 
-    tokenizer = build_tokenizer()
-    initial = build_tiny_policy(tokenizer, seed=args.seed)
-    sharp = copy.deepcopy(initial)
-    with torch.no_grad():
-        sharp.lm_head.weight.mul_(args.sharpen)
+    if args.model is not None:
+        loaded, tokenizer = load_policy(args.model)
+        models = [(args.model.name, loaded)]
+    else:
+        tokenizer = build_tokenizer()
+        initial = build_tiny_policy(tokenizer, seed=args.seed)
+        sharp = copy.deepcopy(initial)
+        with torch.no_grad():
+            sharp.lm_head.weight.mul_(args.sharpen)
+        models = [("initial", initial), (f"sharpened_x{args.sharpen:g}", sharp)]
     figures: dict[str, dict[str, float]] = {}
-    for name, model in (("initial", initial), (f"sharpened_x{args.sharpen:g}", sharp)):
+    for name, model in models:
         for precision in ("fp32", "bf16"):
             key = f"{name}/{precision}"
             figures[key] = measure(

@@ -140,3 +140,12 @@ def test_lora_memory(monkeypatch, capsys, tmp_path, bpe_qwen3_dense_dir):
     rows = json.loads(result.read_text())
     assert rows["lora"]["trainable_parameters"] < rows["full"]["trainable_parameters"]
     assert rows["ratios"]["optimizer_states_gb"] < 1
+
+
+def test_precision_mismatch_on_a_saved_model(monkeypatch, capsys, bpe_qwen3_dense_dir):
+    argv = ["--requests", "2", "--tokens", "4", "--model", str(bpe_qwen3_dense_dir)]
+    run_benchmark(monkeypatch, "precision_mismatch.py", *argv)
+    lines = capsys.readouterr().out.splitlines()
+    fp32 = next(line for line in lines if "/fp32:" in line)
+    assert fp32.split(":")[0].strip() == f"{bpe_qwen3_dense_dir.name}/fp32"
+    assert float(fp32.split("max|gap|")[1].split()[0]) < 1e-4
