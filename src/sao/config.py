@@ -21,6 +21,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sao.core.losses import DIS_EPS_HIGH, DIS_EPS_LOW
+from sao.core.registry import ADVANTAGES, POLICY_LOSSES, advantage_estimator, policy_loss
 from sao.presets import (
     ENV_FILE_SECTIONS,
     PRESETS,
@@ -159,15 +161,17 @@ class RolloutConfig(_Section):
 
 
 class AlgoConfig(_Section):
-    advantage: Literal["token_gae", "step_gae", "group", "running_mean"] = "token_gae"
-    """Advantage estimator (SAO_SPEC sections 5-6)."""
+    advantage: str = "token_gae"
+    """Advantage estimator (SAO_SPEC sections 5-6): a name registered in `sao.core.registry`
+    (built in: token_gae, step_gae, group, running_mean)."""
     step_value: Literal["mean", "last"] = "mean"
     """For step_gae: a step's value is its tokens' mean value or its last token's value."""
-    policy_loss: Literal["dis", "ppo_clip"] = "dis"
-    """DIS against rollout log-probs, or PPO clip against learner-recomputed old log-probs."""
-    eps_low: float = Field(0.3, gt=0.0, lt=1.0)
+    policy_loss: str = "dis"
+    """Policy loss registered in `sao.core.registry`: built in, DIS against rollout log-probs
+    (dis), or PPO clip against learner-recomputed old log-probs (ppo_clip)."""
+    eps_low: float = Field(DIS_EPS_LOW, gt=0.0, lt=1.0)
     """Lower window edge: tokens with ratio < 1 - eps_low are masked (DIS) or clipped (PPO)."""
-    eps_high: float = Field(5.0, gt=0.0, le=100.0)
+    eps_high: float = Field(DIS_EPS_HIGH, gt=0.0, le=100.0)
     """Upper window edge: ratio > 1 + eps_high is masked (DIS) or clipped (PPO)."""
     gamma: float = Field(1.0, ge=0.0, le=1.0)
     """Discount."""
@@ -175,9 +179,10 @@ class AlgoConfig(_Section):
     """GAE lambda for advantages (unused while `adaptive_lambda_alpha` is set)."""
     lambda_critic: float = Field(1.0, ge=0.0, le=1.0)
     """GAE lambda for value targets (1.0: Monte-Carlo returns)."""
-    adaptive_lambda_alpha: float | None = Field(None, gt=0.0)
+    adaptive_lambda_alpha: float | None = Field(1.5, gt=0.0)
     """If set, the advantages' lambda is 1 - 1/(alpha * L) per trajectory of L action tokens
-    (VAPO's length-adaptive lambda; presets `sao` and those "as sao" use the ports' 1.5)."""
+    (VAPO's length-adaptive lambda, at the ports' 1.5 in `sao`); only estimators registered with
+    `adaptive_lambda` (token_gae) take it, so presets of the others set it to None."""
     whiten_advantages: bool = False
     """Normalise advantages over the batch's action tokens."""
     agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
@@ -197,6 +202,20 @@ class AlgoConfig(_Section):
     the rollout log-probs (no old policy is computed), capped at the batch size. 1 (`sao`): one
     update per batch; 4: the `sao_mb4` variant, as many optimizer steps per batch as the PPO
     baselines take."""
+
+    @field_validator("advantage")
+    @classmethod
+    def _registered_advantage(cls, value: str) -> str:
+        if value not in ADVANTAGES:
+            raise ValueError(f"must be a registered estimator ({', '.join(ADVANTAGES)})")
+        return value
+
+    @field_validator("policy_loss")
+    @classmethod
+    def _registered_policy_loss(cls, value: str) -> str:
+        if value not in POLICY_LOSSES:
+            raise ValueError(f"must be a registered policy loss ({', '.join(POLICY_LOSSES)})")
+        return value
 
 
 class OptimConfig(_Section):
@@ -373,34 +392,13 @@ class SAOConfig(_Section):
 
     @model_validator(mode="after")
     def _consistent(self) -> SAOConfig:
-        if self.algo.advantage in ("token_gae", "step_gae") and not self.critic.enabled:
-            raise ValueError("algo.advantage: GAE needs a critic (critic.enabled=true)")
-        if self.algo.adaptive_lambda_alpha is not None and self.algo.advantage != "token_gae":
-            raise ValueError(
-                f"algo.adaptive_lambda_alpha: {self.algo.adaptive_lambda_alpha} is a per-token"
-                f" lambda, which only algo.advantage token_gae uses, not {self.algo.advantage}"
-                " (add --set algo.adaptive_lambda_alpha=null, or take that advantage's preset)"
-            )
-        if self.algo.policy_loss == "dis" and (
-            self.algo.ppo_minibatches is not None or self.algo.ppo_epochs is not None
-        ):
-            raise ValueError(
-                "algo.ppo_minibatches/ppo_epochs: only policy_loss=ppo_clip takes mini-batches; "
-                "DIS takes algo.dis_minibatches updates against the rollout log-probs"
-            )
-        if self.algo.policy_loss != "dis" and self.algo.dis_minibatches != 1:
-            raise ValueError(
-                "algo.dis_minibatches: only policy_loss=dis takes it; PPO clip takes "
-                "algo.ppo_minibatches"
-            )
+        _check_algorithms(self)
         pretrain = self.critic.pretrain
         if pretrain.num_trajectories and pretrain.holdout_trajectories >= pretrain.num_trajectories:
             raise ValueError(
                 f"critic.pretrain.holdout_trajectories: must be below num_trajectories "
                 f"({pretrain.num_trajectories}), got {pretrain.holdout_trajectories}"
             )
-        if self.algo.advantage == "group" and self.rollout.group_size < 2:
-            raise ValueError("rollout.group_size: group advantages need group_size >= 2")
         if self.train.learner_ranks > 1:
             _check_learner_ranks(self.train)
             if self.model.lora.rank:
@@ -433,6 +431,37 @@ class SAOConfig(_Section):
     def warm_start_dir(self) -> Path:
         """Where this config's warm-start policy lives."""
         return Path(self.model.warm_start_dir.format(env=_env_slug(self.env.name)))
+
+
+def _check_algorithms(config: SAOConfig) -> None:
+    """What the chosen estimator and loss declare in the registry, checked against the rest."""
+    algo = config.algo
+    estimator, loss = advantage_estimator(algo.advantage), policy_loss(algo.policy_loss)
+    if estimator.needs_critic and not config.critic.enabled:
+        raise ValueError(f"algo.advantage: {algo.advantage} needs a critic (critic.enabled=true)")
+    if algo.adaptive_lambda_alpha is not None and not estimator.adaptive_lambda:
+        takers = " / ".join(e.name for e in ADVANTAGES.values() if e.adaptive_lambda)
+        raise ValueError(
+            f"algo.adaptive_lambda_alpha: {algo.adaptive_lambda_alpha} is a per-token"
+            f" lambda, which only algo.advantage {takers} uses, not {algo.advantage}"
+            " (add --set algo.adaptive_lambda_alpha=null, or take that advantage's preset)"
+        )
+    against_old = " / ".join(n for n, p in POLICY_LOSSES.items() if p.against == "old")
+    against_rollout = " / ".join(n for n, p in POLICY_LOSSES.items() if p.against == "rollout")
+    if loss.against == "rollout" and (
+        algo.ppo_minibatches is not None or algo.ppo_epochs is not None
+    ):
+        raise ValueError(
+            f"algo.ppo_minibatches/ppo_epochs: only policy_loss={against_old} takes mini-batches; "
+            f"{algo.policy_loss} takes algo.dis_minibatches updates against the rollout log-probs"
+        )
+    if loss.against == "old" and algo.dis_minibatches != 1:
+        raise ValueError(
+            f"algo.dis_minibatches: only policy_loss={against_rollout} takes it; "
+            f"{algo.policy_loss} takes algo.ppo_minibatches"
+        )
+    if estimator.needs_groups and config.rollout.group_size < 2:
+        raise ValueError(f"rollout.group_size: {algo.advantage} advantages need group_size >= 2")
 
 
 def _check_learner_ranks(train: TrainConfig) -> None:

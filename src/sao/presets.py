@@ -32,8 +32,12 @@ def deep_merge(base: dict[str, Any], *updates: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+# The config's defaults are `sao` (SAO_SPEC sections 3-5), so a preset "as sao" names only what
+# it changes. The policy lambda `1 - 1/(1.5 L)` of the ports is one of those defaults; it applies
+# to token GAE alone, so every preset with another estimator, or a fixed lambda, turns it off.
+_FIXED_LAMBDA = {"algo": {"adaptive_lambda_alpha": None}}
 _CRITIC_OFF = {"critic": {"enabled": False}}
-_GROUP = {"rollout": {"group_size": 8}, "algo": {"advantage": "group"}}
+_GROUP = deep_merge(_FIXED_LAMBDA, {"rollout": {"group_size": 8}, "algo": {"advantage": "group"}})
 # The baselines' PPO (SAO_SPEC section 6): clip-higher window 0.2 / 0.28, and 4 mini-batch updates
 # per batch against the learner's old log-probs, 1 epoch (verl's GRPO recipes: a mini-batch of a
 # quarter of the batch, ppo_epochs 1), so the ratio moves off 1 after the first update.
@@ -47,27 +51,22 @@ _PPO_CLIP = {
     }
 }
 
-# The policy lambda of the public ports (SAO_SPEC sections 5 and 8): `1 - 1/(1.5 L)` per
-# trajectory of L action tokens, so a token's credit for the outcome fades over the trajectory's
-# length rather than over a fixed ~20 tokens (0.95). Every preset "as sao" shares it.
-_SAO_LAMBDA = {"algo": {"adaptive_lambda_alpha": 1.5}}
-
 PRESETS: dict[str, Preset] = {
     "sao": Preset(
         "1 rollout/prompt, skip-obs token GAE (lambda 1 - 1/(1.5 L)), critic K=2 with frozen attention, DIS",
-        _SAO_LAMBDA,
+        {},
     ),
     "sao_mc": Preset(
         "as sao, Monte-Carlo actor advantages R - V(s_t) (algo.lambda_actor=1)",
-        {"algo": {"lambda_actor": 1.0}},
+        deep_merge(_FIXED_LAMBDA, {"algo": {"lambda_actor": 1.0}}),
     ),
     "sao_lambda095": Preset(
         "as sao, fixed policy lambda 0.95 (SAO_SPEC section 5's default)",
-        {"algo": {"adaptive_lambda_alpha": None, "lambda_actor": 0.95}},
+        deep_merge(_FIXED_LAMBDA, {"algo": {"lambda_actor": 0.95}}),
     ),
     "sao_mb4": Preset(
         "as sao, DIS in 4 mini-batch updates per batch (as many optimizer steps as grpo takes)",
-        deep_merge(_SAO_LAMBDA, {"algo": {"dis_minibatches": 4}}),
+        {"algo": {"dis_minibatches": 4}},
     ),
     "grpo": Preset(
         "G=8 with group barrier, group-normalised advantage, PPO clip in 4 mini-batches vs the learner's old log-probs",
@@ -78,29 +77,27 @@ PRESETS: dict[str, Preset] = {
         deep_merge(_GROUP, _CRITIC_OFF),
     ),
     "vapo_nodis": Preset(
-        "as sao, but PPO clip in 4 mini-batches vs the learner's old log-probs",
-        deep_merge(_SAO_LAMBDA, _PPO_CLIP),
+        "as sao, but PPO clip in 4 mini-batches vs the learner's old log-probs", _PPO_CLIP
     ),
     "running_mean": Preset(
         "1 rollout/prompt, R - mean(last W rewards), DIS",
-        deep_merge(_CRITIC_OFF, {"algo": {"advantage": "running_mean"}}),
+        deep_merge(_FIXED_LAMBDA, _CRITIC_OFF, {"algo": {"advantage": "running_mean"}}),
     ),
-    "sao_k1": Preset("as sao, critic K=1", deep_merge(_SAO_LAMBDA, {"critic": {"k_updates": 1}})),
+    "sao_k1": Preset("as sao, critic K=1", {"critic": {"k_updates": 1}}),
     "sao_fixed_critic": Preset(
         "as sao, critic K=0: values as value pretraining left them, never updated online",
-        deep_merge(_SAO_LAMBDA, {"critic": {"k_updates": 0}}),
+        {"critic": {"k_updates": 0}},
     ),
     "sao_full_critic": Preset(
-        "as sao, no frozen attention in the critic",
-        deep_merge(_SAO_LAMBDA, {"critic": {"freeze": ["none"]}}),
+        "as sao, no frozen attention in the critic", {"critic": {"freeze": ["none"]}}
     ),
     "sao_step_mean": Preset(
         "as sao, step-level GAE, step value = mean of token values",
-        {"algo": {"advantage": "step_gae", "step_value": "mean"}},
+        deep_merge(_FIXED_LAMBDA, {"algo": {"advantage": "step_gae", "step_value": "mean"}}),
     ),
     "sao_step_last": Preset(
         "as sao, step-level GAE, step value = last token's value",
-        {"algo": {"advantage": "step_gae", "step_value": "last"}},
+        deep_merge(_FIXED_LAMBDA, {"algo": {"advantage": "step_gae", "step_value": "last"}}),
     ),
 }
 

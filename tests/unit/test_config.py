@@ -102,7 +102,7 @@ def test_yaml_then_overrides(tmp_path):
         (["rollout.precision=fp16"], "rollout.precision: Input should be 'fp32' or 'bf16'"),
         (["train.batch_size=abc"], "train.batch_size: Input should be a valid integer"),
         (["train.batch_size=30", "rollout.group_size=8"], "train.batch_size: must be a multiple"),
-        (["critic.enabled=false"], "GAE needs a critic"),
+        (["critic.enabled=false"], "token_gae needs a critic"),
         (["algo.eps_low"], "expected key.path=value"),
         (["train.max_env_error_rate=1.5"], "train.max_env_error_rate: Input should be less than"),
         (["train.max_env_error_rate=-0.1"], "train.max_env_error_rate: Input should be greater"),

@@ -144,3 +144,11 @@ def test_names_are_matched_whole() -> None:
         "sao.envs.calc.tasks",
         "sao.envs.calc.tasks.CalcTaskSource",
     }
+
+
+def test_runtime_protocols_stand_alone_and_backends_never_import_their_factory() -> None:
+    # The interfaces import no implementation; implementations import the interfaces, not the
+    # factory that picks them (which imports them), so the runtime has no import circle.
+    assert violations("sao/runtime/protocols.py", ("sao.runtime",)) == []
+    for layer in ("sao/runtime/local_backend.py", "sao/runtime/ray_backend.py"):
+        assert violations(layer, ("sao.runtime.backends",)) == []

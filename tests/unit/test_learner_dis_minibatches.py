@@ -8,7 +8,7 @@ from test_learner import make_trajectories, moe_policy
 
 from sao.config import ConfigError, load_config
 from sao.learner import Learner
-from sao.learner.actor_update import dis_update, update_rows
+from sao.learner.actor_update import actor_update, update_rows
 from sao.models.policy import token_logprobs_and_entropy
 from sao.trajectory import collate
 
@@ -36,11 +36,12 @@ def test_later_minibatches_meet_moved_weights_and_are_judged_against_the_rollout
     def forward(part):
         return token_logprobs_and_entropy(policy, part.input_ids, part.attention_mask, 1.0)
 
-    result = dis_update(
+    result = actor_update(
         forward,
         batch,
         advantages,
         learner.actor_optimizer,
+        learner.policy_loss,
         config.algo,
         1.0,
         update_rows(config.algo, 8),

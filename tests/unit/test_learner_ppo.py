@@ -8,7 +8,7 @@ from test_learner import make_trajectories, moe_policy, snapshot
 from sao.config import ConfigError, load_config
 from sao.core.losses import ppo_clip_policy_loss
 from sao.learner import Learner, apply_gradients
-from sao.learner.actor_update import ppo_schedule, ppo_update, update_rows
+from sao.learner.actor_update import actor_update, ppo_schedule, update_rows
 from sao.models.policy import token_logprobs_and_entropy
 from sao.trajectory import collate
 
@@ -48,8 +48,16 @@ def test_minibatch_updates_use_the_old_log_probs_so_the_ratio_moves_and_the_clip
 
     updates = update_rows(config.algo, 8)
     optimizer = learner.actor_optimizer
-    result = ppo_update(
-        forward, batch, advantages, optimizer, config.algo, 1.0, updates, learner.ranks
+    result = actor_update(
+        forward,
+        batch,
+        advantages,
+        optimizer,
+        learner.policy_loss,
+        config.algo,
+        1.0,
+        updates,
+        learner.ranks,
     )
     ratios = [m["actor/ratio_mean"] for m in result.per_update]
     assert len(ratios) == 4

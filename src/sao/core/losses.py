@@ -14,6 +14,8 @@ import torch
 AGG_MODES = ("token-mean", "seq-mean-token-mean")
 # exp() of a log-ratio beyond this is out of any sensible window; clamping keeps it finite.
 _MAX_LOG_RATIO = 20.0
+# SAO_SPEC section 3's window `[1 - eps_low, 1 + eps_high]` = `[0.7, 6.0]` (the ports' values).
+DIS_EPS_LOW, DIS_EPS_HIGH = 0.3, 5.0
 
 
 def aggregate(per_token: torch.Tensor, action_mask: torch.Tensor, agg: str) -> torch.Tensor:
@@ -34,13 +36,27 @@ def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
     return float(torch.where(mask, x, 0.0).sum() / mask.sum().clamp(min=1))
 
 
+def importance_ratio(logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor) -> torch.Tensor:
+    """`[B, T]` ratio `exp(logprobs - behaviour_logprobs)`, its log clamped to stay finite."""
+    return torch.exp((logprobs - behaviour_logprobs).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+
+
+def dis_window(
+    ratio: torch.Tensor, action_mask: torch.Tensor, eps_low: float, eps_high: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`(below, above)` `[B, T]` booleans: the action tokens whose ratio lies below
+    `1 - eps_low` or above `1 + eps_high`, which DIS masks (SAO_SPEC section 3)."""
+    mask = action_mask > 0
+    return mask & (ratio < 1.0 - eps_low), mask & (ratio > 1.0 + eps_high)
+
+
 def dis_policy_loss(
     logprobs: torch.Tensor,
     rollout_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     action_mask: torch.Tensor,
-    eps_low: float = 0.3,
-    eps_high: float = 5.0,
+    eps_low: float = DIS_EPS_LOW,
+    eps_high: float = DIS_EPS_HIGH,
     agg: str = "token-mean",
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """DIS: direct double-sided importance sampling with a strict token mask.
@@ -62,10 +78,8 @@ def dis_policy_loss(
         `actor/ratio_mean` (fractions over action tokens).
     """
     mask = action_mask > 0
-    log_ratio = (logprobs - rollout_logprobs).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
-    ratio = torch.exp(log_ratio)
-    below = mask & (ratio < 1.0 - eps_low)
-    above = mask & (ratio > 1.0 + eps_high)
+    ratio = importance_ratio(logprobs, rollout_logprobs)
+    below, above = dis_window(ratio, action_mask, eps_low, eps_high)
     inside = mask & ~below & ~above
     per_token = torch.where(inside, -ratio * advantages.detach(), 0.0)
     # Z counts every action token, masked ones included: masking removes a token's gradient, it
@@ -85,18 +99,16 @@ def dis_window_fractions(
     logprobs: torch.Tensor,
     rollout_logprobs: torch.Tensor,
     action_mask: torch.Tensor,
-    eps_low: float = 0.3,
-    eps_high: float = 5.0,
+    eps_low: float = DIS_EPS_LOW,
+    eps_high: float = DIS_EPS_HIGH,
 ) -> tuple[float, float]:
     """Fractions of action tokens whose ratio `exp(logprobs - rollout_logprobs)` lies below
     `1 - eps_low` and above `1 + eps_high`: what `dis_policy_loss` masks with this window."""
-    mask = action_mask > 0
-    log_ratio = (logprobs - rollout_logprobs).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO)
-    ratio = torch.exp(log_ratio)
-    n = mask.sum().clamp(min=1)
-    below = float((mask & (ratio < 1.0 - eps_low)).sum() / n)
-    above = float((mask & (ratio > 1.0 + eps_high)).sum() / n)
-    return below, above
+    below, above = dis_window(
+        importance_ratio(logprobs, rollout_logprobs), action_mask, eps_low, eps_high
+    )
+    n = (action_mask > 0).sum().clamp(min=1)
+    return float(below.sum() / n), float(above.sum() / n)
 
 
 def ppo_clip_policy_loss(
@@ -115,7 +127,7 @@ def ppo_clip_policy_loss(
     Returns `(loss, metrics)` with `actor/pg_loss`, `actor/pg_clipfrac`, `actor/ratio_mean`.
     """
     mask = action_mask > 0
-    ratio = torch.exp((logprobs - old_logprobs).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+    ratio = importance_ratio(logprobs, old_logprobs)
     adv = advantages.detach()
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1.0 - eps_low, 1.0 + eps_high)

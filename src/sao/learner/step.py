@@ -2,8 +2,10 @@
 
     collate -> critic values -> advantages (-> whitening) -> actor update -> K critic updates
 
-The actor update is one DIS step against the rollout log-probs, or, for the PPO-clip baselines,
-mini-batch steps against old log-probs the learner computes first (`sao.learner.actor_update`).
+The estimator and the policy loss are the ones `algo.advantage` and `algo.policy_loss` name in
+`sao.core.registry`. The actor update is one DIS step against the rollout log-probs, or, for the
+PPO-clip baselines, mini-batch steps against old log-probs the learner computes first
+(`sao.learner.actor_update`).
 
 `Learner.step` reads top to bottom like the algorithm (SAO_SPEC sections 3-6); the math lives in
 `sao.core`, the forward passes in `sao.models`. Under a process group of several ranks each rank
@@ -23,16 +25,11 @@ import torch
 from torch import Tensor, nn
 
 from sao.config import SAOConfig
-from sao.core.advantages import (
-    RunningMeanBaseline,
-    adaptive_lambda,
-    broadcast_to_tokens,
-    group_advantages,
-    step_gae,
-    token_gae,
-)
+from sao.core.advantages import broadcast_to_tokens
+from sao.core.algorithms import value_targets
 from sao.core.losses import value_loss
-from sao.learner.actor_update import dis_update, ppo_update, update_rows
+from sao.core.registry import AdvantageInputs, advantage_estimator, policy_loss
+from sao.learner.actor_update import actor_update, update_rows
 from sao.learner.chunking import (
     chunked_forward,
     chunked_padding_frac,
@@ -48,6 +45,7 @@ from sao.learner.optim import (
     trainable_parameters,
 )
 from sao.learner.precision import mixed_precision_forward, prepare_model, resolve_device
+from sao.learner.settings import LearnerConfig
 from sao.learner.sharding import (
     full_state_dict,
     load_model_state,
@@ -74,7 +72,7 @@ class Learner:
 
     Args:
         policy: an fp32 HF causal LM; trained in place.
-        config: the run's config (`algo`, `actor`, `critic`, `rollout.temperature` are read).
+        config: the learner's sections (`LearnerConfig`), or a run's config to take them from.
         critic: the value model when `config.critic.enabled`; None builds one from `policy`.
             `config.critic.freeze` is applied to it here (the frozen names are kept in
             `frozen_critic_parameters`).
@@ -94,19 +92,20 @@ class Learner:
     def __init__(
         self,
         policy: nn.Module,
-        config: SAOConfig,
+        config: LearnerConfig | SAOConfig,
         critic: ValueModel | None = None,
         pad_token_id: int = 0,
         pack: bool = True,
     ) -> None:
         _require_fp32(policy, "policy")
-        self.config = config
-        train = config.train
-        self.device = resolve_device(train.learner_device)
+        self.config = config = LearnerConfig.of(config)
+        self.advantage = advantage_estimator(config.algo.advantage)
+        self.policy_loss = policy_loss(config.algo.policy_loss)
+        self.device = resolve_device(config.device)
         self.ranks = RankGroup(self.device)
         if pack:
             use_packed_attention(policy)
-        self.policy = prepare_model(policy, self.device, train.gradient_checkpointing)
+        self.policy = prepare_model(policy, self.device, config.gradient_checkpointing)
         self.pad_token_id = pad_token_id
         self.pack = pack
         self.version = 0
@@ -125,7 +124,7 @@ class Learner:
             self.frozen_critic_parameters = freeze_modules(self.critic, list(config.critic.freeze))
             if pack:
                 use_packed_attention(self.critic)
-            prepare_model(self.critic, self.device, train.gradient_checkpointing)
+            prepare_model(self.critic, self.device, config.gradient_checkpointing)
             attention = attention_parameter_names(self.critic)
             self._critic_norm_sets = {
                 "critic/grad_norm_shared": [
@@ -141,9 +140,9 @@ class Learner:
 
         self.packing_cost = packing_cost_for(self.policy, *([self.critic] if self.critic else []))
 
-        self.baseline: RunningMeanBaseline | None = None
-        if config.algo.advantage == "running_mean":
-            self.baseline = RunningMeanBaseline(config.algo.running_mean_window)
+        # The estimator's state across steps (the running mean's history), checkpointed.
+        make_state = self.advantage.make_state
+        self.baseline = make_state(config.algo) if make_state is not None else None
 
     def step(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         """Train on `trajectories` (the actor update, K critic updates); return the metrics.
@@ -188,12 +187,12 @@ class Learner:
 
         # The actor: log-probs of the tempered distribution the engine sampled from; one DIS
         # update, or PPO clip in mini-batches against the learner's old log-probs.
-        update = dis_update if algo.policy_loss == "dis" else ppo_update
-        actor = update(
+        actor = actor_update(
             self._policy_forward,
             batch,
             advantages,
             self.actor_optimizer,
+            self.policy_loss,
             algo,
             self.config.actor.grad_clip,
             share.updates,
@@ -262,44 +261,32 @@ class Learner:
     ) -> tuple[Tensor, Tensor | None]:
         """`(advantages [B, T], critic targets [B, T] or None)` of this rank's rows `batch`.
 
-        Targets use `lambda_critic`; advantages use `lambda_actor` (or the length-adaptive lambda,
-        which applies to token GAE only: step GAE's lambda is one number per batch). GAE reads
-        each row alone; group and running-mean advantages read the episode returns (outcome plus
-        turn rewards) of the `whole` batch (and the running mean moves once per step, on every
-        rank alike).
+        Targets use `lambda_critic` (`value_targets`); advantages are the registered
+        estimator's. Token and step estimators read each row alone; sequence ones read the
+        episode returns (outcome plus turn rewards) of the `whole` batch and give this rank's
+        rows their scores (a running mean moves once per step, on every rank alike).
         """
-        algo, mask = self.config.algo, batch.action_mask
+        algo, mask, estimator = self.config.algo, batch.action_mask, self.advantage
         returns = None
         if values is not None:
-            if algo.advantage == "step_gae":
-                _, returns = step_gae(
-                    batch.rewards, values, mask, algo.gamma, algo.lambda_critic, algo.step_value
-                )
-            else:
-                _, returns = token_gae(batch.rewards, values, mask, algo.gamma, algo.lambda_critic)
-
-        if algo.advantage == "token_gae":
-            lam: float | Tensor = algo.lambda_actor
-            if algo.adaptive_lambda_alpha is not None:
-                lam = adaptive_lambda(mask.sum(dim=1), algo.adaptive_lambda_alpha)
-            advantages, _ = token_gae(batch.rewards, _need(values), mask, algo.gamma, lam)
-        elif algo.advantage == "step_gae":
-            advantages, _ = step_gae(
-                batch.rewards, _need(values), mask, algo.gamma, algo.lambda_actor, algo.step_value
-            )
-        else:
-            if algo.advantage == "group":
-                scores = group_advantages(whole.episode_returns, group_id_tensor(trajectories))
-            else:
-                assert self.baseline is not None
-                scores = self.baseline.advantages(whole.episode_returns)
-            mine = scores[torch.tensor(share.rows, dtype=torch.long)].to(mask.device)
+            returns = value_targets(estimator, batch.rewards, values, mask, algo)
+        inputs = AdvantageInputs(
+            rewards=batch.rewards,
+            values=values,
+            action_mask=mask,
+            episode_returns=whole.episode_returns,
+            group_ids=group_id_tensor(trajectories) if estimator.needs_groups else None,
+            state=self.baseline,
+        )
+        advantages = estimator.fn(inputs, algo)
+        if estimator.level == "sequence":
+            mine = advantages[torch.tensor(share.rows, dtype=torch.long)].to(mask.device)
             advantages = broadcast_to_tokens(mine, mask)
         return advantages, returns
 
     def _policy_forward(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """`(logprobs, entropy)` `[B, T]` of the policy at the rollout temperature."""
-        temperature = self.config.rollout.temperature
+        temperature = self.config.temperature
         return self._forward(
             lambda ids, attn, pos: token_logprobs_and_entropy(
                 self.policy, ids, attn, temperature, pos
@@ -318,8 +305,8 @@ class Learner:
         With several ranks, each runs as many passes as the busiest one (FSDP2 gathers the
         weights in every pass).
         """
-        fn = mixed_precision_forward(fn, self.config.train.learner_precision, self.device)
-        max_tokens = self.config.train.micro_batch_tokens
+        fn = mixed_precision_forward(fn, self.config.precision, self.device)
+        max_tokens = self.config.micro_batch_tokens
         if self.pack:
             out = packed_forward(
                 lambda ids, pos: fn(ids, None, pos),
@@ -343,7 +330,7 @@ class Learner:
         """The fraction of the tokens each of this learner's forward passes computes that is
         padding (over every rank's passes)."""
         lengths = batch.attention_mask.sum(dim=1).tolist()
-        max_tokens = self.config.train.micro_batch_tokens
+        max_tokens = self.config.micro_batch_tokens
         if self.pack:
             frac = packed_padding_frac(lengths, max_tokens, self.packing_cost)
         else:
@@ -385,7 +372,7 @@ class Learner:
                 else None
             ),
             "baseline": self.baseline.state_dict() if self.baseline is not None else None,
-            "lora": self.config.model.lora.model_dump() if self.lora else None,
+            "lora": self.config.lora.model_dump() if self.lora else None,
         }
         return copy.deepcopy(state)
 
@@ -454,12 +441,6 @@ def group_id_tensor(trajectories: Sequence[Trajectory]) -> Tensor:
             )
         out.append(index.setdefault(traj.metadata["group_id"], len(index)))
     return torch.tensor(out, dtype=torch.long)
-
-
-def _need(values: Tensor | None) -> Tensor:
-    if values is None:
-        raise ValueError("GAE advantages need critic values (config.critic.enabled=true)")
-    return values
 
 
 def _require_fp32(model: nn.Module, what: str) -> None:

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.config import SAOConfig
-from sao.runtime.backends import LearnerHandle
 from sao.runtime.builders import build_scheduler
+from sao.runtime.protocols import LearnerHandle
 from sao.runtime.run_dir import TrajectoryLog
 from sao.runtime.scheduler import Scheduler
 from sao.runtime.transport import LocalTrajectoryQueue, LocalWeightChannel

@@ -38,7 +38,7 @@ from sao.faults import pause_point
 from sao.learner.step import Learner
 from sao.models.lora import models_to_train, plain_copy
 from sao.models.policy import load_policy, save_policy
-from sao.runtime.backends import Backend, LearnerHandle, make_backend
+from sao.runtime.backends import make_backend
 from sao.runtime.checkpoints import load_latest_checkpoint, save_checkpoint
 from sao.runtime.drift import (
     DriftMonitor,
@@ -51,6 +51,7 @@ from sao.runtime.drift import (
 from sao.runtime.env_errors import EnvErrorWatch, is_env_error, is_set_aside, take_batch
 from sao.runtime.learner_ranks import LearnerRanks, build_learner, close_learner
 from sao.runtime.pretraining import run_value_pretraining
+from sao.runtime.protocols import Backend, LearnerHandle
 from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
 from sao.runtime.run_dir import MetricsLogger, RunClock, read_metrics, read_trajectories
@@ -348,15 +349,15 @@ def _eval_off_the_clock(run: Run, backend: Backend, pace: _Pace) -> dict[str, fl
     """A held-out eval whose time is taken off the training clock; with `train.eval_every_s`
     set, the rollout side is paused for it, so nothing trains or samples on eval time."""
     config, record = run.config, run.record
-    pause = config.train.eval_every_s is not None and hasattr(backend, "pause_rollout")
+    pause = config.train.eval_every_s is not None
     started = time.perf_counter()
     if pause:
-        backend.pause_rollout()  # type: ignore[attr-defined]
+        backend.pause_rollout()
     try:
         record.last_eval = held_out_eval(run.learner, run.tokenizer, config)
     finally:
         if pause:
-            backend.resume_rollout()  # type: ignore[attr-defined]
+            backend.resume_rollout()
     seconds = time.perf_counter() - started
     pace.eval_done(seconds, config.train.eval_every_s)
     record.eval_accuracy_at_step = record.last_eval["accuracy"]

@@ -56,11 +56,11 @@ def critic_warmup_step(learner: Learner, trajectories: Sequence[Trajectory]) -> 
     _, returns = token_gae(rewards, torch.zeros_like(rewards), mask, config.algo.gamma, 1.0)
     k_updates = config.critic.k_updates
     with torch.set_grad_enabled(k_updates > 0):
-        values = chunked_forward(learner.critic, ids, attn, config.train.micro_batch_tokens)
+        values = chunked_forward(learner.critic, ids, attn, config.micro_batch_tokens)
     first_values, losses = values.detach(), []
     for k in range(k_updates):
         if k > 0:
-            values = chunked_forward(learner.critic, ids, attn, config.train.micro_batch_tokens)
+            values = chunked_forward(learner.critic, ids, attn, config.micro_batch_tokens)
         loss, _ = value_loss(values, returns, mask, agg=config.algo.agg)
         apply_gradients(learner.critic_optimizer, loss, config.critic.optim.grad_clip)
         losses.append(float(loss.detach()))
