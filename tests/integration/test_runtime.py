@@ -197,3 +197,32 @@ def test_cli_resume_takes_the_saved_config_and_new_steps(tiny_policy_dir, tmp_pa
     assert main(["train", "--resume", str(run_dir), "--steps", "2"]) == 0
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["trajectories_trained"] == 8
+
+
+def test_a_run_finished_early_on_resume_evaluates_its_last_step(
+    tiny_policy_dir, tmp_path, monkeypatch
+):
+    """`--resume RUN --steps N` at a checkpoint that had no eval at its step (the run was set
+    for more steps) must measure the final accuracy, not report the initial eval as final."""
+    import shutil
+
+    import sao.runtime.train as train_module
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    train(small_config(tiny_policy_dir, "train.steps=2", "train.checkpoint_every=1"), run_dir)
+    shutil.rmtree(run_dir / "checkpoints" / "step_2")  # as if stopped after step 1's checkpoint
+    calls = []
+    real = train_module.held_out_eval
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return {**real(*args, **kwargs), "accuracy": 0.5}
+
+    monkeypatch.setattr(train_module, "held_out_eval", counted)
+    summary = train(
+        small_config(tiny_policy_dir, "train.steps=1"), run_dir, resume=True, progress=False
+    )
+    assert len(calls) == 1 and summary["final_accuracy"] == 0.5
+    book = json.loads((run_dir / "checkpoints" / "step_1" / "record.json").read_text())
+    assert book["eval_accuracy_at_step"] == 0.5

@@ -112,6 +112,12 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
 def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
     config, run_dir = run.config, run.run_dir
     if run.learner.version >= config.train.steps:  # a finished run resumed: report again only
+        if run.record.eval_accuracy_at_step is None:
+            # Its checkpoint had no eval at its own step (`--steps` lowered on resume): the
+            # report must not pass the last eval before it off as the final one.
+            run.record.last_eval = held_out_eval(run.learner, run.tokenizer, config)
+            run.record.eval_accuracy_at_step = run.record.last_eval["accuracy"]
+            _checkpoint(run)
         run.log.close()
         return _finish(run, in_flight=0)
     backend: Backend | None = None
