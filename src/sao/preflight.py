@@ -77,20 +77,24 @@ def learning_rate_warning(config: SAOConfig, model: str | Path | None) -> str | 
 
 
 def checkpoint_parameters(path: Path) -> int | None:
-    """How many weights the safetensors files at `path` hold (None when it has none)."""
+    """How many weights the safetensors files at `path` hold (None when it has none, or when
+    one cannot be read)."""
     from safetensors import safe_open
 
     files = sorted(path.glob("*.safetensors"))
     if not files:
         return None
     total = 0
-    for file in files:
-        with safe_open(str(file), "pt") as handle:
-            for name in handle.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
-                count = 1
-                for size in handle.get_slice(name).get_shape():
-                    count *= size
-                total += count
+    try:
+        for file in files:
+            with safe_open(str(file), "pt") as handle:
+                for name in handle.keys():  # noqa: SIM118 (a safetensors handle, not a dict)
+                    count = 1
+                    for size in handle.get_slice(name).get_shape():
+                        count *= size
+                    total += count
+    except Exception:  # unreadable weights: loading the model reports them, in its own line
+        return None
     return total
 
 
