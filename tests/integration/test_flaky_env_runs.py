@@ -33,8 +33,15 @@ FLAKY = ("env.name=flaky_calc", "env.options={fail_every: 3}")
 
 @pytest.fixture(scope="module")
 def flaky():
-    """`flaky_calc` registered as `--import flaky_env` registers it."""
-    return importlib.import_module("flaky_env")
+    """`flaky_calc` registered as `--import flaky_env` registers it, for this module only: tests
+    of the registry that run later see the built-in environments alone."""
+    from sao.envs import registry
+
+    before = dict(registry._REGISTERED)
+    yield importlib.import_module("flaky_env")
+    registry._REGISTERED.clear()
+    registry._REGISTERED.update(before)
+    sys.modules.pop("flaky_env", None)
 
 
 def spy_on_training(monkeypatch) -> list[list[dict]]:
