@@ -314,6 +314,11 @@ class TrainConfig(_Section):
     gradient_checkpointing: bool = False
     """Recompute each decoder layer's activations in the backward pass (policy and critic):
     less activation memory for about one more forward pass of compute."""
+    recompute_passes: bool = False
+    """Keep only each learner forward pass's outputs (log-probs, values) and recompute the pass
+    in the backward pass (policy and critic, value pretraining too): at most one pass of
+    `micro_batch_tokens` holds its activations at a time, whatever the batch size, for about one
+    more forward pass of compute (what `gradient_checkpointing` costs; with both, two)."""
     ray_learner_resources: dict[str, float] = Field(default_factory=dict)
     """Ray custom resources the learner actor asks for (e.g. {learner: 1}), placing it on a node."""
     drift_warn_rise: float = Field(0.10, gt=0.0, le=1.0)

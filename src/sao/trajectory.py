@@ -186,6 +186,20 @@ class Batch:
         return self.rewards.sum(dim=1)
 
 
+def split_stale(
+    trajectories: Sequence[Trajectory], version: int, bound: int | None
+) -> tuple[list[int], list[int]]:
+    """`(kept, dropped)` positions in `trajectories`: those more than `bound` versions older
+    than `version` (`rollout.max_staleness`; None keeps all) are dropped, in training and in a
+    live service alike."""
+    kept: list[int] = []
+    dropped: list[int] = []
+    for i, trajectory in enumerate(trajectories):
+        too_old = bound is not None and trajectory.staleness(version) > bound
+        (dropped if too_old else kept).append(i)
+    return kept, dropped
+
+
 def collate(trajectories: Sequence[Trajectory], pad_token_id: int = 0) -> Batch:
     """Stack trajectories into right-padded batch tensors the core functions take."""
     if not trajectories:

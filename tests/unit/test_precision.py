@@ -1,5 +1,6 @@
 """Learner precision and memory switches: bf16 autocast over fp32 master weights, gradient
-checkpointing that changes memory but not gradients, devices named in the config."""
+checkpointing and pass recomputation that change memory but not gradients, devices named in the
+config."""
 
 import copy
 
@@ -60,11 +61,9 @@ def test_bf16_forward_really_runs_in_bf16_and_returns_fp32() -> None:
 
 
 def grads_after_one_step(
-    checkpointing: bool,
+    checkpointing: bool, switch: str = "train.gradient_checkpointing"
 ) -> tuple[dict[str, torch.Tensor], Learner, dict[str, float]]:
-    overrides = ["critic.k_updates=1"] + (
-        ["train.gradient_checkpointing=true"] if checkpointing else []
-    )
+    overrides = ["critic.k_updates=1"] + ([f"{switch}=true"] if checkpointing else [])
     run = learner(overrides)
     captured: dict[str, torch.Tensor] = {}
     for name, p in [*run.policy.named_parameters(), *run.critic.named_parameters()]:
@@ -96,6 +95,45 @@ def test_checkpointed_layers_run_their_forward_again_in_backward() -> None:
     ids = torch.randint(1, 100, (2, 7))
     token_logprobs(policy, ids, torch.ones_like(ids)).sum().backward()
     assert len(calls) == 2  # once forward, once recomputed in backward
+
+
+def test_recomputed_passes_give_the_same_step() -> None:
+    plain, _, plain_metrics = grads_after_one_step(checkpointing=False)
+    recomputed, _, metrics = grads_after_one_step(True, switch="train.recompute_passes")
+
+    for key in ("actor/pg_loss", "actor/entropy", "critic/vf_loss", "actor/grad_norm"):
+        assert metrics[key] == pytest.approx(plain_metrics[key], rel=1e-5, abs=1e-7), key
+    assert plain.keys() == recomputed.keys() and plain
+    for name, grad in plain.items():
+        torch.testing.assert_close(recomputed[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def saved_for_backward_bytes(recompute: bool, batch: int) -> int:
+    """Bytes the policy forward of a `batch`-row learner batch keeps for its backward pass."""
+    overrides = ["train.micro_batch_tokens=16"]
+    run = learner(overrides + (["train.recompute_passes=true"] if recompute else []))
+    trajectories = make_trajectories(moe_policy(), batch)
+    held: list[int] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        held.append(t.numel() * t.element_size())
+        return t
+
+    from sao.trajectory import collate
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run._policy_forward(collate(trajectories, run.pad_token_id))
+    return sum(held)
+
+
+def test_recomputed_passes_hold_little_for_backward_whatever_the_batch() -> None:
+    # Rows of 10-23 tokens in passes of 16 tokens: one pass a row, so passes grow with the batch.
+    plain_small, plain_large = (saved_for_backward_bytes(False, b) for b in (2, 8))
+    kept_small, kept_large = (saved_for_backward_bytes(True, b) for b in (2, 8))
+    assert plain_large > 3 * plain_small  # every pass's activations wait for the one backward
+    # Recomputed, a pass keeps its inputs and the stitching its outputs, a small part of that.
+    assert kept_large < plain_large / 10
+    assert kept_small < plain_small / 10
 
 
 def test_gradient_checkpointing_refuses_a_model_without_layers() -> None:

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from sao.trajectory import Trajectory, collate
+from sao.trajectory import Trajectory, collate, split_stale
 
 
 def make(**overrides):
@@ -85,3 +85,20 @@ def test_collate_pads_right_and_places_rewards():
     assert torch.equal(batch.rollout_logprobs[1], torch.tensor([0.0, -0.1, -0.2, 0.0, 0.0]))
     with pytest.raises(ValueError, match="no trajectories"):
         collate([])
+
+
+def test_split_stale_keeps_what_the_bound_allows_in_order() -> None:
+    def sampled_at(version: int) -> Trajectory:
+        return Trajectory(
+            token_ids=(1, 2, 3),
+            action_mask=(0, 1, 1),
+            rollout_logprobs=(0.0, -1.0, -1.0),
+            policy_versions=(-1, version, version),
+            reward=1.0,
+            turn_spans=((1, 3),),
+        )
+
+    batch = [sampled_at(v) for v in (5, 1, 4, 2)]
+    assert split_stale(batch, 5, bound=2) == ([0, 2], [1, 3])
+    assert split_stale(batch, 5, bound=None) == ([0, 1, 2, 3], [])
+    assert split_stale(batch, 5, bound=0) == ([0], [1, 2, 3])

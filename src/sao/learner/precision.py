@@ -10,6 +10,8 @@
   and recomputed in the backward pass (transformers' own checkpointing switch: named
   `activation_checkpointing_enable` in 5.24, `gradient_checkpointing_enable` in 5.0 and 5.17, the
   old name a deprecated alias in 5.24; whichever this transformers has is called).
+- Pass recomputation: a whole forward pass keeps only its outputs and runs again in the backward
+  pass (`recomputed_per_pass`), so the activations of one pass at most are held at a time.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 
@@ -100,6 +103,24 @@ def mixed_precision_forward(
         if isinstance(out, tuple):
             return tuple(_fp32(t) for t in out)
         return _fp32(out)
+
+    return run
+
+
+def recomputed_per_pass(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` that, while gradients are on, keeps none of its activations, only its outputs, and
+    runs again in the backward pass (`torch.utils.checkpoint`).
+
+    A learner batch is several forward passes whose outputs are stitched into one loss, so
+    without this every pass's activations live until that loss's single backward pass: the peak
+    grows with the batch. Recomputed per pass, it is one pass's, at the price of one more forward
+    pass. The models run in eval mode (no dropout), so the recomputation is exact.
+    """
+
+    def run(*args: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return fn(*args)
+        return checkpoint(fn, *args, use_reentrant=False)
 
     return run
 

@@ -25,6 +25,7 @@ class LearnerConfig:
         precision: `train.learner_precision`.
         micro_batch_tokens: `train.micro_batch_tokens`.
         gradient_checkpointing: `train.gradient_checkpointing`.
+        recompute_passes: `train.recompute_passes`.
     """
 
     algo: AlgoConfig
@@ -36,6 +37,7 @@ class LearnerConfig:
     precision: str
     micro_batch_tokens: int
     gradient_checkpointing: bool
+    recompute_passes: bool = False
 
     @classmethod
     def of(cls, config: SAOConfig | LearnerConfig) -> LearnerConfig:
@@ -53,4 +55,5 @@ class LearnerConfig:
             precision=train.learner_precision,
             micro_batch_tokens=train.micro_batch_tokens,
             gradient_checkpointing=train.gradient_checkpointing,
+            recompute_passes=train.recompute_passes,
         )

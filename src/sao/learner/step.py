@@ -27,7 +27,6 @@ from torch import Tensor, nn
 from sao.config import SAOConfig
 from sao.core.advantages import broadcast_to_tokens
 from sao.core.algorithms import value_targets
-from sao.core.losses import value_loss
 from sao.core.registry import AdvantageInputs, advantage_estimator, policy_loss
 from sao.learner.actor_update import actor_update, update_rows
 from sao.learner.chunking import (
@@ -37,14 +36,19 @@ from sao.learner.chunking import (
     packed_padding_frac,
     packing_cost_for,
 )
+from sao.learner.critic_update import critic_update
 from sao.learner.data_parallel import RankGroup, RankShare
 from sao.learner.optim import (
-    apply_gradients,
     build_optimizer,
     gradient_norm,
     trainable_parameters,
 )
-from sao.learner.precision import mixed_precision_forward, prepare_model, resolve_device
+from sao.learner.precision import (
+    mixed_precision_forward,
+    prepare_model,
+    recomputed_per_pass,
+    resolve_device,
+)
 from sao.learner.settings import LearnerConfig
 from sao.learner.sharding import (
     full_state_dict,
@@ -204,25 +208,11 @@ class Learner:
 
         # K critic updates on the same batch, against the same returns.
         if self.critic is not None and critic_values is not None and returns is not None:
-            critic_steps: list[dict[str, float]] = []
-            for k in range(critic_cfg.k_updates):
-                if k > 0:
-                    critic_values = self._forward(self.critic, batch)
-                vf_loss, vf_metrics = value_loss(
-                    critic_values, returns, mask, values, critic_cfg.value_clip, algo.agg
-                )
-                vf_metrics = self.ranks.mean_metrics(vf_metrics, mask, algo.agg)
-                vf_loss = self.ranks.scale_loss(vf_loss, mask, algo.agg)
-                # NaN unless the backward pass runs (a non-finite loss skips it).
-                vf_metrics |= dict.fromkeys(self._critic_norm_sets, math.nan)
-                vf_metrics["critic/grad_norm"], applied = apply_gradients(
-                    self.critic_optimizer,
-                    vf_loss,
-                    critic_cfg.optim.grad_clip,
-                    on_gradients=lambda m=vf_metrics: m.update(self._critic_norms()),
-                )
-                self.skipped_steps["critic"] += not applied
-                critic_steps.append(vf_metrics)
+            # The first reuses the forward the advantages came from (`critic_values`).
+            critic_steps = [
+                self.critic_step(batch, returns, critic_values if k == 0 else None, values)
+                for k in range(critic_cfg.k_updates)
+            ]
             # Loss, clip fraction and gradient norm: means over the K updates (none with K=0).
             for key in critic_steps[0] if critic_steps else ():
                 metrics[key] = sum(m[key] for m in critic_steps) / len(critic_steps)
@@ -239,6 +229,54 @@ class Learner:
 
         self.version += 1
         return metrics
+
+    def critic_step(
+        self,
+        batch: Batch,
+        returns: Tensor,
+        values: Tensor | None = None,
+        old_values: Tensor | None = None,
+    ) -> dict[str, float]:
+        """One critic-only update towards `returns` on `batch` (on the learner's device);
+        the actor and the version stay as they are. Returns its metrics.
+
+        `values`: the batch's critic values with their graph, when the caller already ran that
+        forward (else it runs here). `old_values`: the values before this step, around which
+        `critic.value_clip` clips. The loss, its metrics and both gradient-norm sets of
+        `_critic_norms` (NaN when a non-finite loss skipped the backward pass) are the whole
+        batch's over the learner's ranks.
+        """
+        if self.critic is None or self.critic_optimizer is None:
+            raise ValueError("Learner.critic_step: this learner has no critic")
+        critic_cfg, agg = self.config.critic, self.config.algo.agg
+        if values is None:
+            values = self.critic_values(batch, grad=True)
+        metrics, applied = critic_update(
+            values,
+            returns,
+            batch.action_mask,
+            self.critic_optimizer,
+            critic_cfg.optim.grad_clip,
+            agg,
+            old_values,
+            critic_cfg.value_clip if old_values is not None else None,
+            self.ranks,
+            self._critic_norms,
+        )
+        self.skipped_steps["critic"] += not applied
+        return dict.fromkeys(self._critic_norm_sets, math.nan) | metrics
+
+    def critic_values(self, batch: Batch, grad: bool = False) -> Tensor:
+        """`[B, T]` critic values of `batch` (on the learner's device), with their graph when
+        `grad`."""
+        if self.critic is None:
+            raise ValueError("Learner.critic_values: this learner has no critic")
+        with torch.set_grad_enabled(grad):
+            return self._forward(self.critic, batch)
+
+    def to_device(self, trajectories: Sequence[Trajectory]) -> Batch:
+        """`trajectories` collated and moved to the learner's device."""
+        return self._to_device(collate(trajectories, self.pad_token_id))
 
     def _critic_norms(self) -> dict[str, float]:
         """The critic's raw gradient norm over two fixed parameter sets, the same in every preset.
@@ -306,6 +344,8 @@ class Learner:
         weights in every pass).
         """
         fn = mixed_precision_forward(fn, self.config.precision, self.device)
+        if self.config.recompute_passes:
+            fn = recomputed_per_pass(fn)
         max_tokens = self.config.micro_batch_tokens
         if self.pack:
             out = packed_forward(

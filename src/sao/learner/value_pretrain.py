@@ -18,11 +18,15 @@ from tqdm import tqdm
 
 from sao.config import SAOConfig
 from sao.core.advantages import token_gae
-from sao.core.losses import value_loss
 from sao.core.metrics import explained_variance
 from sao.learner.chunking import PackingCost, packed_forward, packing_cost_for
-from sao.learner.optim import apply_gradients, build_optimizer, trainable_parameters
-from sao.learner.precision import enable_gradient_checkpointing, mixed_precision_forward
+from sao.learner.critic_update import critic_update
+from sao.learner.optim import build_optimizer, trainable_parameters
+from sao.learner.precision import (
+    enable_gradient_checkpointing,
+    mixed_precision_forward,
+    recomputed_per_pass,
+)
 from sao.models.critic import ValueModel
 from sao.models.lora import has_adapters
 from sao.models.packed_attention import use_packed_attention
@@ -54,7 +58,8 @@ def pretrain_value(
     `requires_grad` flags are restored on return. The forwards run over packed sequences, with
     the critic switched to segment-by-segment attention where it accepts it
     (`sao.models.packed_attention`), on the critic's device (the caller puts it on the learner's)
-    in the learner's precision and with its gradient checkpointing (`config.train`).
+    in the learner's precision and with its gradient checkpointing and pass recomputation
+    (`config.train`).
 
     Mini-batches of `config.critic.pretrain.batch_size` trajectories are drawn in shuffled epochs
     (seeded by `config.train.seed`). The explained variance over the training trajectories uses
@@ -96,6 +101,8 @@ def pretrain_value(
     forward = mixed_precision_forward(
         lambda ids, pos: critic(ids, None, pos), config.train.learner_precision, device
     )
+    if config.train.recompute_passes:
+        forward = recomputed_per_pass(forward)
 
     was_trainable = {name: p.requires_grad for name, p in critic.named_parameters()}
     # A LoRA critic's base is the policy's own tensors: only its adapters and head may move.
@@ -128,11 +135,12 @@ def pretrain_value(
                 targets[row, : len(returns[i])] = returns[i]
                 latest_values[i] = values[row, : len(returns[i])].detach()
             mask = batch.action_mask.to(device)
-            loss, _ = value_loss(values, targets, mask, agg=algo.agg)
-            grad_norm, _ = apply_gradients(optimizer, loss, config.critic.optim.grad_clip)
+            update, _ = critic_update(
+                values, targets, mask, optimizer, config.critic.optim.grad_clip, algo.agg
+            )
+            grad_norm, loss_value = update["critic/grad_norm"], update["critic/vf_loss"]
 
             ev = _explained_variance_seen(latest_values, returns, masks)
-            loss_value = float(loss.detach())
             row = {
                 "step": float(step),
                 "critic/vf_loss": loss_value,

@@ -56,7 +56,7 @@ from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
 from sao.runtime.run_dir import MetricsLogger, RunClock, read_metrics, read_trajectories
 from sao.runtime.scheduler import ENGINE_SHARES
-from sao.trajectory import Trajectory
+from sao.trajectory import Trajectory, split_stale
 from sao.warm_start_record import stale_warning
 from sao.warmstart import warm_start
 
@@ -386,10 +386,9 @@ def _drop_stale(
     batch: list[Trajectory], record: RunRecord, version: int, bound: int | None
 ) -> list[Trajectory]:
     """Trajectories older than `rollout.max_staleness` are dropped and recorded as such."""
-    if bound is None:
-        return batch
-    record.dropped_indices += [t.metadata["index"] for t in batch if t.staleness(version) > bound]
-    return [t for t in batch if t.staleness(version) <= bound]
+    kept, dropped = split_stale(batch, version, bound)
+    record.dropped_indices += [batch[i].metadata["index"] for i in dropped]
+    return [batch[i] for i in kept]
 
 
 def _checkpoint(run: Run) -> None:

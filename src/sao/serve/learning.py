@@ -27,14 +27,11 @@ import torch
 from torch import Tensor
 
 from sao.core.advantages import token_gae
-from sao.core.losses import value_loss
 from sao.core.metrics import explained_variance
-from sao.learner.chunking import chunked_forward
-from sao.learner.optim import apply_gradients
 from sao.learner.step import Learner
 from sao.serve.metrics import ServeMetrics
 from sao.serve.store import Store
-from sao.trajectory import Trajectory, collate
+from sao.trajectory import Trajectory, split_stale
 
 log = logging.getLogger(__name__)
 
@@ -45,41 +42,25 @@ def critic_warmup_step(learner: Learner, trajectories: Sequence[Trajectory]) -> 
     """K critic updates towards Monte-Carlo returns, the actor untouched (no new version).
 
     Live traffic has no frozen initial policy to sample a pretraining set from beforehand, so the
-    first batches of real feedback play that role.
+    first batches of real feedback play that role. The updates are the learner's own
+    (`Learner.critic_step`); the explained variance is of the values before them.
     """
-    if learner.critic is None or learner.critic_optimizer is None:
+    if learner.critic is None:
         raise ValueError("critic_warmup_step: the learner has no critic")
-    config = learner.config
-    batch = collate(trajectories, learner.pad_token_id)
-    ids, attn = batch.input_ids.to(learner.device), batch.attention_mask.to(learner.device)
-    mask, rewards = batch.action_mask.to(learner.device), batch.rewards.to(learner.device)
-    _, returns = token_gae(rewards, torch.zeros_like(rewards), mask, config.algo.gamma, 1.0)
-    k_updates = config.critic.k_updates
-    with torch.set_grad_enabled(k_updates > 0):
-        values = chunked_forward(learner.critic, ids, attn, config.micro_batch_tokens)
-    first_values, losses = values.detach(), []
-    for k in range(k_updates):
-        if k > 0:
-            values = chunked_forward(learner.critic, ids, attn, config.micro_batch_tokens)
-        loss, _ = value_loss(values, returns, mask, agg=config.algo.agg)
-        apply_gradients(learner.critic_optimizer, loss, config.critic.optim.grad_clip)
-        losses.append(float(loss.detach()))
+    batch = learner.to_device(trajectories)
+    mask, rewards = batch.action_mask, batch.rewards
+    gamma, k_updates = learner.config.algo.gamma, learner.config.critic.k_updates
+    _, returns = token_gae(rewards, torch.zeros_like(rewards), mask, gamma, 1.0)
+    values = learner.critic_values(batch, grad=k_updates > 0)
+    losses = [
+        learner.critic_step(batch, returns, values if k == 0 else None)["critic/vf_loss"]
+        for k in range(k_updates)
+    ]
     return {
         "critic/vf_loss": sum(losses) / len(losses) if losses else math.nan,
-        "critic/vf_explained_var": explained_variance(first_values, returns, mask),
+        "critic/vf_explained_var": explained_variance(values.detach(), returns, mask),
         "rollout/reward_mean": float(batch.scores.mean()),
     }
-
-
-def split_stale(
-    batch: Sequence[tuple[str, Trajectory]], version: int, bound: int | None
-) -> tuple[list[tuple[str, Trajectory]], list[tuple[str, Trajectory]]]:
-    """`(kept, dropped)`: trajectories more than `bound` versions old are dropped."""
-    if bound is None:
-        return list(batch), []
-    kept = [(i, t) for i, t in batch if t.staleness(version) <= bound]
-    dropped = [(i, t) for i, t in batch if t.staleness(version) > bound]
-    return kept, dropped
 
 
 class LiveLearner:
@@ -178,7 +159,8 @@ class LiveLearner:
         self.training = True
         try:
             t0 = time.perf_counter()
-            kept, dropped = split_stale(pending, self.learner.version, self.max_staleness)
+            keep, drop = split_stale([t for _, t in pending], self.version, self.max_staleness)
+            kept, dropped = [pending[i] for i in keep], [pending[i] for i in drop]
             trajectories = [t for _, t in kept]
             metrics: dict[str, float] = {}
             if trajectories and self.warmup_done < self.warmup_batches:
