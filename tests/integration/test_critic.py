@@ -167,10 +167,15 @@ def test_monte_carlo_returns_are_discounted_reward_to_go():
 
 
 def _pretrain_config(
-    holdout: int, max_steps: int, lr: str = "5e-4", ev_threshold: float | None = None
+    holdout: int,
+    max_steps: int,
+    lr: str = "5e-4",
+    ev_threshold: float | None = None,
+    extra: list[str] | None = None,
 ) -> object:
     """The `sao` preset with value pretraining in batches of 16 and the given settings."""
     overrides = [
+        *(extra or []),
         f"critic.optim.lr={lr}",
         "critic.pretrain.batch_size=16",
         f"critic.pretrain.max_steps={max_steps}",
@@ -278,3 +283,22 @@ def test_the_held_out_slice_is_drawn_not_the_first_to_finish():
     assert split_holdout(by_length, 8, seed=1)[0] != held_out
     with pytest.raises(ValueError, match="holdout must be in"):
         split_holdout(by_length, 64, seed=0)
+
+
+@pytest.mark.parametrize("switch", ["train.gradient_checkpointing", "train.recompute_passes"])
+def test_value_pretraining_recomputes_in_backward_when_asked(switch):
+    # Each of value pretraining's steps runs the layers once forward and, recomputed, once more
+    # in the backward pass; without the switch, once. (Calls without a gradient are set-up
+    # probes of the attention kernels, not training passes.)
+    def attention_calls(overrides: list[str]) -> int:
+        critic = ValueModel.from_policy(moe_policy())
+        calls: list[bool] = []
+        attention = critic.backbone.layers[0].self_attn
+        attention.register_forward_hook(lambda *_: calls.append(torch.is_grad_enabled()))
+        config = _pretrain_config(holdout=0, max_steps=1, extra=overrides)
+        pretrain_value(critic, predictable_task(8), config, pad_token_id=0, progress=False)
+        return sum(calls)
+
+    plain = attention_calls([])
+    assert plain >= 1
+    assert attention_calls([f"{switch}=true"]) == 2 * plain

@@ -95,6 +95,9 @@ def pretrain_value(
     masks = [torch.tensor(t.action_mask, device=device, dtype=torch.float) for t in trajectories]
     latest_values: list[torch.Tensor | None] = [None] * len(trajectories)
     use_packed_attention(critic)
+    # Before the checkpointing switch, which marks the decoder layers as training (transformers
+    # checkpoints only those); `eval()` after it would switch checkpointing off again.
+    critic.eval()
     packing_cost = packing_cost_for(critic)
     if config.train.gradient_checkpointing:
         enable_gradient_checkpointing(critic)
@@ -115,7 +118,6 @@ def pretrain_value(
     steps_per_epoch = len(trajectories) // batch_size
     order: list[int] = []
     curve: list[dict[str, float]] = []
-    critic.eval()
     bar = tqdm(total=pretrain.max_steps, desc="value pretraining", disable=not progress)
     try:
         for step in range(1, pretrain.max_steps + 1):
