@@ -1,6 +1,7 @@
 """`sao train`: warm start -> value pretraining -> asynchronous RL with periodic held-out eval.
 
-One learner step, as the driver sees it (`_train_step`):
+One learner step is a pass of the learner loop (`sao.runtime.learner_loop`, the one `sao serve`
+runs too), fed by the rollout backend (`_Rollouts`) and recorded by the run (`_RunSink`):
 
     batch = take_batch(backend, B)         # the first B completed, in completion order, whose
                                            # environment did not raise (`env_errors`); waits
@@ -49,6 +50,7 @@ from sao.runtime.drift import (
     warning_line,
 )
 from sao.runtime.env_errors import EnvErrorWatch, is_env_error, is_set_aside, take_batch
+from sao.runtime.learner_loop import LearnerLoop, LoopStep
 from sao.runtime.learner_ranks import LearnerRanks, build_learner, close_learner
 from sao.runtime.pretraining import run_value_pretraining
 from sao.runtime.protocols import Backend, LearnerHandle
@@ -56,7 +58,7 @@ from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
 from sao.runtime.run_dir import MetricsLogger, RunClock, read_metrics, read_trajectories
 from sao.runtime.scheduler import ENGINE_SHARES
-from sao.trajectory import Trajectory, split_stale
+from sao.trajectory import Trajectory
 from sao.warm_start_record import stale_warning
 from sao.warmstart import warm_start
 
@@ -291,6 +293,14 @@ def _backlog(run_dir: Path, record: RunRecord, group_size: int) -> Backlog:
 # ---------------------------------------------------------------------------------- the loop
 def _train_loop(run: Run, backend: Backend, progress: bool, pace: _Pace) -> None:
     config = run.config
+    loop = LearnerLoop(
+        run.learner,
+        _Rollouts(run, backend, pace),
+        _RunSink(run, backend, pace),
+        publish=lambda: backend.publish_weights(run.learner),
+        batch_size=config.train.batch_size,
+        max_staleness=config.rollout.max_staleness,
+    )
     bar = tqdm(
         total=config.train.steps,
         initial=run.learner.version,
@@ -300,9 +310,10 @@ def _train_loop(run: Run, backend: Backend, progress: bool, pace: _Pace) -> None
     )
     try:
         while run.learner.version < config.train.steps:
-            metrics = _train_step(run, backend, pace)
-            if metrics is None:
-                continue
+            step = loop.step()
+            if step is None or step.phase != "actor_critic":
+                continue  # the whole batch was too stale
+            metrics = step.metrics
             bar.update(1)
             bar.set_postfix(
                 reward=f"{metrics['rollout/reward_mean']:.2f}",
@@ -314,41 +325,62 @@ def _train_loop(run: Run, backend: Backend, progress: bool, pace: _Pace) -> None
         bar.close()
 
 
-def _train_step(run: Run, backend: Backend, pace: _Pace) -> dict[str, float] | None:
-    """One learner step (see the module docstring); None when the whole batch was too stale."""
-    config, record = run.config, run.record
-    where = run.run_dir / "trajectories.jsonl"
-    (batch, aside), wait = pace.timed(
-        lambda n: take_batch(backend, n, run.env_errors, str(where)), config.train.batch_size
-    )
-    record.set_aside_indices += [t.metadata["index"] for t in aside]
-    batch = _drop_stale(batch, record, run.learner.version, config.rollout.max_staleness)
-    if not batch:
-        return None
-    metrics = run.learner.step(batch)
-    backend.publish_weights(run.learner)
-    record.trained_indices += [t.metadata["index"] for t in batch]
-    record.step = step = run.learner.version
-    metrics.update(ending_metrics([t.metadata for t in batch]))
-    if run.registration.step_metrics is not None:
-        metrics.update(run.registration.step_metrics(batch))
-    stats = backend.rollout_stats()
-    run.env_errors.observe_reset_failures(int(stats.get("dropped", 0)))
-    metrics["rollout/env_errors"] = run.env_errors.step_count()
-    metrics.update(pace.metrics(wait, len(batch), stats, record))
-    at_end = step >= config.train.steps
-    record.eval_accuracy_at_step = None
-    by_steps = bool(config.train.eval_every) and step % config.train.eval_every == 0
-    if at_end or by_steps or pace.eval_due(config.train.eval_every_s):
-        pause_point(f"eval:{step}")
-        metrics.update(_eval_off_the_clock(run, backend, pace))
-    run.log.log(step, metrics)
-    _watch_drift(run, {"step": step, **metrics})
-    pause_point(f"step-logged:{step}")
-    if at_end or step % config.train.checkpoint_every == 0:
-        _checkpoint(run)
-    run.clock.beat()
-    return metrics
+class _Rollouts:
+    """The loop's source in training: the backend's first completed trajectories, those whose
+    environment raised set aside (`env_errors`); waits only while the queue is empty."""
+
+    def __init__(self, run: Run, backend: Backend, pace: _Pace) -> None:
+        self.run, self.backend, self.pace = run, backend, pace
+        self.where = str(run.run_dir / "trajectories.jsonl")
+
+    def take(self, size: int) -> list[tuple[int, Trajectory]]:
+        (batch, aside), self.pace.wait = self.pace.timed(
+            lambda n: take_batch(self.backend, n, self.run.env_errors, self.where), size
+        )
+        self.run.record.set_aside_indices += [t.metadata["index"] for t in aside]
+        return [(t.metadata["index"], t) for t in batch]
+
+
+class _RunSink:
+    """The loop's sink in training: the record, the step's metrics row, evals, drift warnings
+    and checkpoints (see the module docstring)."""
+
+    def __init__(self, run: Run, backend: Backend, pace: _Pace) -> None:
+        self.run, self.backend, self.pace = run, backend, pace
+
+    def record(self, step: LoopStep) -> None:
+        run, record = self.run, self.run.record
+        config = run.config
+        record.dropped_indices += [int(key) for key, _ in step.dropped]
+        if step.phase != "actor_critic":
+            return
+        batch = step.trajectories()
+        metrics = step.metrics
+        record.trained_indices += [int(key) for key, _ in step.kept]
+        record.step = version = run.learner.version
+        metrics.update(ending_metrics([t.metadata for t in batch]))
+        if run.registration.step_metrics is not None:
+            metrics.update(run.registration.step_metrics(batch))
+        stats = self.backend.rollout_stats()
+        run.env_errors.observe_reset_failures(int(stats.get("dropped", 0)))
+        metrics["rollout/env_errors"] = run.env_errors.step_count()
+        metrics.update(self.pace.metrics(self.pace.wait, len(batch), stats, record))
+        at_end = version >= config.train.steps
+        record.eval_accuracy_at_step = None
+        every = config.train.eval_every
+        if (
+            at_end
+            or (every and version % every == 0)
+            or self.pace.eval_due(config.train.eval_every_s)
+        ):
+            pause_point(f"eval:{version}")
+            metrics.update(_eval_off_the_clock(run, self.backend, self.pace))
+        run.log.log(version, metrics)
+        _watch_drift(run, {"step": version, **metrics})
+        pause_point(f"step-logged:{version}")
+        if at_end or version % config.train.checkpoint_every == 0:
+            _checkpoint(run)
+        run.clock.beat()
 
 
 def _eval_off_the_clock(run: Run, backend: Backend, pace: _Pace) -> dict[str, float]:
@@ -382,15 +414,6 @@ def _watch_drift(run: Run, row: dict[str, Any]) -> None:
         tqdm.write(warning_line(check, run.config.train.drift_warn_rise), file=sys.stderr)
 
 
-def _drop_stale(
-    batch: list[Trajectory], record: RunRecord, version: int, bound: int | None
-) -> list[Trajectory]:
-    """Trajectories older than `rollout.max_staleness` are dropped and recorded as such."""
-    kept, dropped = split_stale(batch, version, bound)
-    record.dropped_indices += [batch[i].metadata["index"] for i in dropped]
-    return [batch[i] for i in kept]
-
-
 def _checkpoint(run: Run) -> None:
     save_checkpoint(
         run.run_dir,
@@ -408,6 +431,7 @@ class _Pace:
 
     def __init__(self, train_s_offset: float = 0.0, sampled_offset: int = 0) -> None:
         self.t0 = time.perf_counter()
+        self.wait = 0.0  # the latest batch's wait
         self.waited = 0.0
         self.trained = 0
         self.eval_s = 0.0

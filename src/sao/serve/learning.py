@@ -1,6 +1,8 @@
 """Learning live: the same `Learner` as `sao train`, fed by the feedback the service accepts.
 
-A thread waits until `batch_size` rewarded completions are pending in the store, then:
+A thread waits until `batch_size` rewarded completions are pending in the store, then takes one
+pass of the learner loop `sao train` runs too (`sao.runtime.learner_loop`), this class being its
+source and its sink:
 
     batch = oldest pending feedback (completion order of the rewards, late ones included)
     drop (and count) trajectories older than `max_staleness` versions, when a limit is set
@@ -19,7 +21,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +31,10 @@ from torch import Tensor
 from sao.core.advantages import token_gae
 from sao.core.metrics import explained_variance
 from sao.learner.step import Learner
+from sao.runtime.learner_loop import LearnerLoop, LoopStep
 from sao.serve.metrics import ServeMetrics
 from sao.serve.store import Store
-from sao.trajectory import Trajectory, split_stale
+from sao.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +97,24 @@ class LiveLearner:
     ) -> None:
         self.learner = learner
         self.store = store
-        self.publish = publish
         self.checkpoint_dir = Path(checkpoint_dir)
         self.batch_size = batch_size
-        self.warmup_batches = warmup_batches if learner.critic is not None else 0
-        self.max_staleness = max_staleness
         self.metrics = metrics
         self.seq = seq
-        self.warmup_done = warmup_done
+        self.loop = LearnerLoop(
+            learner,
+            self,
+            self,
+            publish=lambda: publish(learner.policy_state_dict(), learner.version),
+            batch_size=batch_size,
+            max_staleness=max_staleness,
+            warmup=(lambda batch: critic_warmup_step(learner, batch))
+            if learner.critic is not None
+            else None,
+            warmup_batches=warmup_batches,
+            warmup_done=warmup_done,
+        )
+        self._taken_at = 0.0
         self.last_metrics: dict[str, float] = {}
         self.last_error: str | None = None
         self.training = False
@@ -129,8 +142,8 @@ class LiveLearner:
     def status(self) -> dict[str, Any]:
         return {
             "checkpoint": self.seq,
-            "warmup_batches_done": min(self.warmup_done, self.warmup_batches),
-            "warmup_batches": self.warmup_batches,
+            "warmup_batches_done": min(self.loop.warmup_done, self.loop.warmup_batches),
+            "warmup_batches": self.loop.warmup_batches,
             "batch_size": self.batch_size,
             "training": self.training,
             "busy_s": self.busy_s,
@@ -153,39 +166,37 @@ class LiveLearner:
 
     def train_once(self) -> bool:
         """Train on one batch if one is ready; True when it did."""
-        pending = self.store.pending_batch(self.batch_size)
-        if len(pending) < self.batch_size:
-            return False
-        self.training = True
         try:
-            t0 = time.perf_counter()
-            keep, drop = split_stale([t for _, t in pending], self.version, self.max_staleness)
-            kept, dropped = [pending[i] for i in keep], [pending[i] for i in drop]
-            trajectories = [t for _, t in kept]
-            metrics: dict[str, float] = {}
-            if trajectories and self.warmup_done < self.warmup_batches:
-                metrics = critic_warmup_step(self.learner, trajectories)
-                self.warmup_done += 1
-                phase = "critic_warmup"
-            elif trajectories:
-                metrics = self.learner.step(trajectories)
-                self.publish(self.learner.policy_state_dict(), self.learner.version)
-                phase = "actor_critic"
-            else:
-                phase = "all_dropped"
-            metrics["rollout/dropped_stale"] = float(len(dropped))
-            metrics["time/learner_step"] = time.perf_counter() - t0
-            self.busy_s += metrics["time/learner_step"]
-            self.last_metrics = metrics
-            self._checkpoint([i for i, _ in kept], [i for i, _ in dropped], metrics)
-            self.metrics.learner_steps.labels(phase=phase).inc()
-            self.metrics.learner_seconds.observe(metrics["time/learner_step"])
+            step = self.loop.step()
+            if step is None:
+                return False
+            self.busy_s += step.metrics["time/learner_step"]
+            self.metrics.learner_steps.labels(phase=step.phase).inc()
+            self.metrics.learner_seconds.observe(step.metrics["time/learner_step"])
             self.metrics.policy_version.set(self.learner.version)
             self.metrics.set_counts(self.store.counts())
             self.last_error = None
             return True
         finally:
             self.training = False
+
+    # ------------------------------------------------------------------ the loop's feeders
+    def take(self, size: int) -> list[tuple[Hashable, Trajectory]] | None:
+        """The loop's source: the oldest `size` rewarded completions, once that many wait."""
+        pending = self.store.pending_batch(size)
+        if len(pending) < size:
+            return None
+        self._taken_at = time.perf_counter()
+        self.training = True
+        return list(pending)
+
+    def record(self, step: LoopStep) -> None:
+        """The loop's sink: the checkpoint file, then one store transaction."""
+        step.metrics["rollout/dropped_stale"] = float(len(step.dropped))
+        step.metrics["time/learner_step"] = time.perf_counter() - self._taken_at
+        self.last_metrics = step.metrics
+        trained, dropped = [str(k) for k, _ in step.kept], [str(k) for k, _ in step.dropped]
+        self._checkpoint(trained, dropped, step.metrics)
 
     def _checkpoint(
         self, trained: list[str], dropped: list[str], metrics: dict[str, float]
@@ -194,7 +205,7 @@ class LiveLearner:
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         path = self.checkpoint_dir / f"checkpoint_{seq:06d}.pt"
         tmp = path.with_suffix(".tmp")
-        state = {"learner": self.learner.state_dict(), "warmup_done": self.warmup_done}
+        state = {"learner": self.learner.state_dict(), "warmup_done": self.loop.warmup_done}
         with tmp.open("wb") as handle:
             torch.save(state, handle)
             handle.flush()

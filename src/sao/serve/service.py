@@ -28,6 +28,7 @@ from sao.preflight import check_policy_dir
 from sao.rollout.factory import make_engine
 from sao.rollout.rendering import MessageRenderer, single_token_ids
 from sao.rollout.requests import SamplingParams
+from sao.runtime.learner_ranks import build_learner
 from sao.serve.auth import key_id
 from sao.serve.generation import EngineWorker
 from sao.serve.learning import LiveLearner, load_checkpoint
@@ -124,7 +125,9 @@ def build_service(
     stop_ids, stop_strings = reply_stops(config, tokenizer, renderer.layout)
     store = Store(db_path)
     policy, critic = models_to_train(policy, config.model.lora, config.critic.enabled)
-    learner = Learner(policy, config, critic, pad_token_id=tokenizer.pad_token_id)
+    learner = build_learner(policy, config, critic, tokenizer.pad_token_id)
+    if not isinstance(learner, Learner):  # preflight refuses several ranks first
+        raise ValueError("sao serve trains in its own process (train.learner_ranks=1)")
     latest = store.latest_checkpoint()
     warmup_done = load_checkpoint(latest.path, learner) if latest is not None else 0
     seq = latest.seq if latest is not None else 0
