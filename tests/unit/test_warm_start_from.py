@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import sao.runtime.train as train_module
+import sao.runtime.starting_policy as starting_module
 from sao.config import load_config
 
 
@@ -18,7 +18,7 @@ def test_train_warms_up_from_the_named_checkpoint_when_it_finds_no_warm_start(
         calls.append((env, Path(out), kwargs["model_path"]))
         return Path(out)
 
-    monkeypatch.setattr(train_module, "warm_start", fake_warm_start)
+    monkeypatch.setattr(starting_module, "warm_start", fake_warm_start)
     config = load_config(
         "sao",
         None,
@@ -27,5 +27,5 @@ def test_train_warms_up_from_the_named_checkpoint_when_it_finds_no_warm_start(
             f"model.warm_start_dir={tmp_path}/warm_{{env}}",
         ],
     )
-    assert train_module.ensure_policy(config, progress=False) == tmp_path / "warm_calc"
+    assert starting_module.starting_policy(config, progress=False) == tmp_path / "warm_calc"
     assert calls == [("calc", tmp_path / "warm_calc", str(bpe_qwen3_dense_dir))]

@@ -6,7 +6,7 @@ import pytest
 
 import sao.warm_start_record as record_module
 from sao.config import SFTConfig, load_config
-from sao.runtime.train import ensure_policy
+from sao.runtime.starting_policy import starting_policy
 from sao.warm_start_record import (
     RECORD_FILE,
     options_beyond_defaults,
@@ -54,13 +54,13 @@ def test_a_run_starting_from_a_stale_warm_start_warns_on_stderr(tmp_path, capsys
     policy = tmp_path / "policy"
     _write(policy, "calc")
     config = load_config("sao", None, ["env.name=code_repair", f"model.path={policy}"])
-    assert ensure_policy(config, progress=False) == policy
+    assert starting_policy(config, progress=False) == policy
     err = capsys.readouterr().err
     assert "warning: the warm start at" in err and "trained for env 'calc'" in err
     assert f"sao sft --env code_repair --out {policy}" in err
 
     config = load_config("sao", None, ["env.name=calc", f"model.path={policy}"])
-    ensure_policy(config, progress=False)
+    starting_policy(config, progress=False)
     assert capsys.readouterr().err == ""
 
 

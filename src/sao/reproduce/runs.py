@@ -263,6 +263,6 @@ def train_in_process(config: SAOConfig, run_dir: Path, resume: bool) -> None:
 def warm_start_once(config: SAOConfig) -> None:
     """Build the environment's warm start at `config.warm_start_dir()` unless it is there (an
     interrupted one continues where it stopped)."""
-    from sao.runtime.train import ensure_policy
+    from sao.runtime.starting_policy import starting_policy
 
-    ensure_policy(config, progress=True)
+    starting_policy(config, progress=True)

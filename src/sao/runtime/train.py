@@ -30,7 +30,7 @@ import torch
 from tqdm import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from sao.config import ConfigError, SAOConfig
+from sao.config import SAOConfig
 from sao.durable import rewrite_jsonl
 from sao.envs.registration import EnvRegistration
 from sao.envs.registry import registration_for
@@ -58,9 +58,8 @@ from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
 from sao.runtime.run_dir import MetricsLogger, RunClock, read_metrics, read_trajectories
 from sao.runtime.scheduler import ENGINE_SHARES
+from sao.runtime.starting_policy import starting_policy
 from sao.trajectory import Trajectory
-from sao.warm_start_record import stale_warning
-from sao.warmstart import warm_start
 
 
 @dataclass
@@ -101,10 +100,21 @@ class Backlog:
     recent_errors: list[bool] = field(default_factory=list)
 
 
-def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool = True) -> dict:
-    """Run (or continue) training into `run_dir`; returns the summary written to summary.json."""
+def train(
+    config: SAOConfig,
+    run_dir: Path,
+    resume: bool = False,
+    progress: bool = True,
+    policy: Path | None = None,
+) -> dict:
+    """Run (or continue) training into `run_dir`; returns the summary written to summary.json.
+
+    `policy`: the checkpoint to start from, as the launcher prepared it
+    (`sao.runtime.starting_policy`); None prepares it here.
+    """
     clock = RunClock(run_dir)
-    run, backlog = _begin(config, run_dir, resume, progress, clock)
+    policy = policy if policy is not None else starting_policy(config, progress)
+    run, backlog = _begin(config, run_dir, resume, progress, clock, policy)
     try:
         return _train_and_finish(run, backlog, progress)
     finally:
@@ -146,34 +156,6 @@ def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
     return _finish(run, in_flight)
 
 
-def ensure_policy(config: SAOConfig, progress: bool = True) -> Path:
-    """The policy to start from: `model.path`, else the warm start (trained now if missing).
-    One whose record (`sao.warm_start_record`) no longer fits the environment is used with a
-    warning that names the command rebuilding it."""
-    if config.model.path:
-        path = Path(config.model.path)
-        if not path.exists():
-            raise ConfigError(f"model.path {path} does not exist")
-    else:
-        path = config.warm_start_dir()
-        if not (path / "config.json").exists():
-            print(f"sao train: no warm-start policy at {path}; training one (`sao sft`) first")
-            warm_start(
-                config.env.name,
-                path,
-                config.sft,
-                seed=config.train.seed,
-                model_path=config.model.warm_start_from,
-                progress=progress,
-                env_options=config.env.options,
-            )
-            return path
-    warning = stale_warning(path, config.env.name, "sao train")
-    if warning:
-        print(warning, file=sys.stderr)
-    return path
-
-
 def held_out_eval(learner: LearnerHandle, tokenizer: Any, config: SAOConfig) -> dict[str, Any]:
     """Sampled pass@1 of the learner's current policy on the held-out split."""
     return evaluate(
@@ -188,11 +170,11 @@ def held_out_eval(learner: LearnerHandle, tokenizer: Any, config: SAOConfig) -> 
 
 # ---------------------------------------------------------------------------------- set-up
 def _begin(
-    config: SAOConfig, run_dir: Path, resume: bool, progress: bool, clock: RunClock
+    config: SAOConfig, run_dir: Path, resume: bool, progress: bool, clock: RunClock, start: Path
 ) -> tuple[Run, Backlog]:
     """Policy, learner and record, from the newest intact checkpoint or from scratch."""
     torch.manual_seed(config.train.seed)
-    policy, tokenizer = load_policy(ensure_policy(config, progress))
+    policy, tokenizer = load_policy(start)
     clock.beat()
     checkpoint = load_latest_checkpoint(run_dir) if resume else None
     policy, critic = models_to_train(policy, config.model.lora, config.critic.enabled)

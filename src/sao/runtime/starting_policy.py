@@ -1,0 +1,42 @@
+"""The checkpoint a run starts from: `model.path`, else the environment's warm start.
+
+The launcher prepares it before training (`sao train`, `sao reproduce`), so a missing warm start
+is trained (`sao sft`) before the run's own work begins and the training loop only loads it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sao.config import ConfigError, SAOConfig
+from sao.warm_start_record import stale_warning
+from sao.warmstart import warm_start
+
+
+def starting_policy(config: SAOConfig, progress: bool = True) -> Path:
+    """The policy to start from: `model.path`, else the warm start (trained now if missing).
+    One whose record (`sao.warm_start_record`) no longer fits the environment is used with a
+    warning that names the command rebuilding it."""
+    if config.model.path:
+        path = Path(config.model.path)
+        if not path.exists():
+            raise ConfigError(f"model.path {path} does not exist")
+    else:
+        path = config.warm_start_dir()
+        if not (path / "config.json").exists():
+            print(f"sao train: no warm-start policy at {path}; training one (`sao sft`) first")
+            warm_start(
+                config.env.name,
+                path,
+                config.sft,
+                seed=config.train.seed,
+                model_path=config.model.warm_start_from,
+                progress=progress,
+                env_options=config.env.options,
+            )
+            return path
+    warning = stale_warning(path, config.env.name, "sao train")
+    if warning:
+        print(warning, file=sys.stderr)
+    return path
