@@ -10,7 +10,6 @@ import pytest
 from sao.reproduce.budgets import BUDGETS
 from sao.reproduce.claims import CLAIMS, PAPER_CLAIMS
 from sao.reproduce.command import parse_claims, run_reproduce_command
-from sao.reproduce.paired import NO_BRACKETS
 from sao.reproduce.readers import MissingMetric
 from sao.reproduce.refresh import refresh
 from sao.reproduce.report import judge_brackets
@@ -253,7 +252,7 @@ def test_claim_h_is_judged_from_the_curves_and_plotted(tmp_path, capsys):
     assert "plots/claim_h_curves.png" in markdown
     assert "(h) reproduced" in capsys.readouterr().out
     assert "seed 1: 0.6000, calc_sao_timed 27.6 s, calc_grpo_timed 100.0 s" in markdown
-    # A stored report is judged again from the curves it keeps.
+    # The study is judged again from the curves its data keeps.
     rejudged = refresh(tmp_path / "report.json")["claims"][0]
     assert rejudged["verdict"] == "reproduced"
     assert rejudged["comparisons"][0]["ci95"] == pytest.approx(grpo["ci95"])
@@ -261,24 +260,25 @@ def test_claim_h_is_judged_from_the_curves_and_plotted(tmp_path, capsys):
     assert [end for bracket in rebracketed for end in bracket] == pytest.approx(flat)
 
 
-def _report_of_claim_h(tmp_path: Path) -> Path:
+def _edit_curves(tmp_path: Path, edit) -> None:
+    """Run `edit(line)` on every line of the study's `data/seeds.jsonl`."""
+    path = tmp_path / "data" / "seeds.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for line in lines:
+        edit(line)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_a_curve_changed_in_the_data_is_judged_again_at_its_brackets(tmp_path):
     run_reproduce_command(["h"], 3, "quick", tmp_path, _stub_run, lambda c: None, False)
-    return tmp_path / "report.json"
 
+    def never_reached(line):
+        # Seed 1's SAO curve now never reaches GRPO's final accuracy.
+        if line["arm"] == "calc_sao_timed" and line["seed"] == 1:
+            line["curve"]["accuracy"] = [0.2, 0.3, 0.35]
 
-def test_a_stored_report_made_before_brackets_is_judged_at_them_from_its_curves(tmp_path):
-    path = _report_of_claim_h(tmp_path)
-    report = json.loads(path.read_text())
-    claim = report["claims"][0]
-    for comparison in claim["comparisons"]:
-        for key in ("brackets", "ends", "seeds_missing"):
-            del comparison[key]
-    # An older report also left out seeds whose SAO run never reached the target, and judged
-    # the rest; seed 1's curve now never reaches GRPO's final accuracy.
-    claim["curves"]["calc_sao_timed"][1]["accuracy"] = [0.2, 0.3, 0.35]
-    claim["comparisons"][0]["left_values"][1] = None
-    path.write_text(json.dumps(report))
-    refreshed = refresh(path)["claims"][0]
+    _edit_curves(tmp_path, never_reached)
+    refreshed = refresh(tmp_path / "report.json")["claims"][0]
     grpo = refreshed["comparisons"][0]
     assert grpo["left_values"][1] == pytest.approx(70 / 100)  # its whole run: a lower bound
     assert grpo["brackets"][1] == [pytest.approx(70 / 100), None]
@@ -286,19 +286,20 @@ def test_a_stored_report_made_before_brackets_is_judged_at_them_from_its_curves(
     assert "seed 1: never reached 0.600: lower bound" in grpo["seed_notes"]
 
 
-def test_a_stored_ratio_without_a_bracket_or_curves_judges_nothing(tmp_path):
-    path = _report_of_claim_h(tmp_path)
-    report = json.loads(path.read_text())
-    claim = report["claims"][0]
-    del claim["curves"]
-    for comparison in claim["comparisons"]:
-        del comparison["brackets"]
-    path.write_text(json.dumps(report))
-    refreshed = refresh(path)["claims"][0]
-    assert refreshed["verdict"] == "inconclusive"
-    assert all(NO_BRACKETS in c["missing"] for c in refreshed["comparisons"])
-    # The ratios on the lines between evals are still shown.
-    assert refreshed["comparisons"][0]["left_values"] == claim["comparisons"][0]["left_values"]
+def test_a_curve_missing_from_the_data_judges_nothing_at_its_seed(tmp_path):
+    run_reproduce_command(["h"], 3, "quick", tmp_path, _stub_run, lambda c: None, False)
+
+    def drop(line):
+        if line["arm"] == "calc_grpo_timed" and line["seed"] == 2:
+            line["curve"] = None
+            line["missing"]["curve"] = "runs/x/metrics.jsonl: no time/train_s"
+
+    _edit_curves(tmp_path, drop)
+    refreshed = refresh(tmp_path / "report.json")["claims"][0]
+    grpo = refreshed["comparisons"][0]
+    assert grpo["seeds_missing"] == [2] and grpo["verdict"] == "inconclusive"
+    assert grpo["missing"] == ["runs/x/metrics.jsonl: no time/train_s"]
+    assert refreshed["curves"]["calc_grpo_timed"][2] is None
 
 
 def test_a_sao_run_that_never_reaches_the_target_refutes_through_its_bound(tmp_path):

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from sao.reproduce import readers
 from sao.reproduce.readers import Metric
 from sao.reproduce.stats import Relation
-from sao.reproduce.time_to_accuracy import CLAIMED_RATIO, TimeRatio, read_curve, time_ratio
+from sao.reproduce.time_to_accuracy import CLAIMED_RATIO, Curve, TimeRatio, time_ratio
 
 # `examples/staleness.yaml`, as overrides: bf16 engine against the fp32 learner, 128 trajectories
 # in flight and 8 batches of run-ahead (trajectories about 5 versions old), a 3x actor step.
@@ -77,11 +76,12 @@ class Side:
 
 @dataclass(frozen=True)
 class PairedMetric:
-    """A per-seed number read from two run directories at once (left arm's, right arm's)."""
+    """A per-seed number read from two runs' accuracy curves at once (left arm's, right arm's),
+    so that a study's recorded curves judge it as its run directories would."""
 
     name: str
     description: str
-    read: Callable[[Path, Path], TimeRatio]
+    read: Callable[[Curve, Curve], TimeRatio]
 
 
 @dataclass(frozen=True)
@@ -281,7 +281,7 @@ TIME_RATIO = PairedMetric(
     "reference's own seconds to it (value pretraining counted, evals not; shown as read from "
     "the straight lines between evals, judged at the ends of the bracket the evals allow: "
     "`sao.reproduce.time_to_accuracy`)",
-    lambda left, right: time_ratio(read_curve(left), read_curve(right)),
+    time_ratio,
 )
 
 # Claim (h_latency): every environment step waits a lognormal extra time (median 0.5 s, 90th

@@ -27,6 +27,11 @@ STUDY_FILE = "study.json"
 `commits`: the commits of `sao` its runs were made at (each time some of them ran)."""
 
 
+DATA_DIR = "data"
+"""`OUT/data/`: the study's per-seed data (`sao.reproduce.study_data`), from which its report
+is judged; copy it under `docs/reproduce/data/<study>/` to keep the study."""
+
+
 def parse_claims(text: str) -> list[str]:
     """`"c,f"` (or `"cf"`) -> `["c", "f"]`, in table order; a comma-separated item that is a
     claim's whole id (`h_latency`) is that claim, any other is read letter by letter. ValueError
@@ -123,7 +128,8 @@ def run_reproduce_command(
     report_only: bool = False,
     workers: int = 1,
 ) -> int:
-    """Run what is missing of the study in `out`, then write `report.json`, `report.md`, plots.
+    """Run what is missing of the study in `out`, then write its per-seed data (`OUT/data/`) and
+    `report.json`, `report.md` and the plots judged from it.
 
     With `report_only`, run nothing: report what has finished, and give a claim whose runs have
     not all finished the verdict "not run" (its numbers so far are shown, not judged). With
@@ -154,8 +160,12 @@ def run_reproduce_command(
             )
     # Imported here so that matplotlib loads only when a report is written.
     from sao.reproduce.report import build_report, seeds_needed_text, write_report
+    from sao.reproduce.study_data import collect_study_data, write_study_data
 
-    report = build_report(claims, seeds, budget, out, study_commits(out))
+    # The report is judged from the per-seed data written beside it, as a refresh judges it.
+    data = collect_study_data(claims, seeds, budget, out, study_commits(out))
+    write_study_data(data, out / DATA_DIR)
+    report = {**build_report(claims, data), "data": DATA_DIR}
     write_report(report, out)
     if report_only:
         summary = f"{counts['finished']} finished, {counts['new']} not run (--report-only)"

@@ -11,22 +11,21 @@ import matplotlib
 
 from sao.reproduce.claims import Claim
 from sao.reproduce.readers import MissingMetric
-from sao.reproduce.runs import run_dir_for
-from sao.reproduce.time_to_accuracy import read_curve
+from sao.reproduce.study_data import StudyData
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def arm_curves(claim: Claim, seeds: int, out: Path) -> dict[str, list[dict[str, list] | None]]:
-    """Per arm key, per seed: the run's curve (`train_s`, `trajectories`, `accuracy`), or None
-    for a run that has not finished."""
+def arm_curves(claim: Claim, data: StudyData) -> dict[str, list[dict[str, list] | None]]:
+    """Per arm key, per seed: the run's recorded curve (`train_s`, `trajectories`, `accuracy`),
+    or None for a run without one."""
     curves: dict[str, list[dict[str, list] | None]] = {}
     for arm in claim.arms:
         per_seed: list[dict[str, list] | None] = []
-        for seed in range(seeds):
+        for seed in range(data.seeds):
             try:
-                per_seed.append(read_curve(run_dir_for(out, arm, seed)).to_dict())
+                per_seed.append(data.curve(arm.key, seed))
             except MissingMetric:
                 per_seed.append(None)
         curves[arm.key] = per_seed

@@ -1,6 +1,9 @@
-"""Judge each claim from its runs' numbers and write `report.json`, `report.md` and the plots.
+"""Judge each claim from its study's per-seed data and write `report.json`, `report.md` and the
+plots.
 
-`report.json` holds `commits` (the commits the study's runs were made at), `power_method`, and
+The data (`sao.reproduce.study_data`) is what is judged, whether a study has just run or is
+refreshed long after its runs are gone. `report.json` holds `data` (the study's data directory,
+relative to the report), `commits` (the commits the study's runs were made at), `power_method`, and
 `claims`: one entry per claim with `id`, `statement`, `paper` (what the paper reports),
 `verdict`, `seeds` (how many seeds every comparison of the claim could use), `seeds_needed` and
 `verdict_at_seeds_needed` (the power analysis, `sao.reproduce.stats.claim_seeds_needed`), and
@@ -16,6 +19,8 @@ intervals, from which its verdict is taken (`sao.reproduce.stats.bracket_verdict
 `arm_values` each arm's seconds to the target and `targets` the per-seed target accuracies, with
 `seed_notes` on seeds whose ratio is a bound or missing; a claim with curves (h) has `curves`,
 per arm and seed (`sao.reproduce.curves`).
+
+A row without data to judge it from has `data_absent` (why) and the verdict inconclusive.
 
 A report that also lists `other_studies` holds several studies of one claim; each claim entry
 (a row) may then say `current` (true on the one row whose verdict is the claim's current answer,
@@ -35,7 +40,6 @@ from typing import Any
 from sao.durable import atomic_write_json, atomic_write_text
 from sao.reproduce.claims import CLAIMS, Claim, Comparison, PairedMetric, Side
 from sao.reproduce.readers import MissingMetric
-from sao.reproduce.runs import run_dir_for, run_state
 from sao.reproduce.stats import (
     MAX_SEEDS_SEARCHED,
     POWER_METHOD,
@@ -52,6 +56,7 @@ from sao.reproduce.stats import (
     sample_sd,
     verdict,
 )
+from sao.reproduce.study_data import DataAbsent, StudyData, read_study_data
 
 _SIGN = {"greater": ">", "less": "<", "not_less": ">="}
 
@@ -73,12 +78,14 @@ def _side_values(
     ][:seeds]
 
 
-def judge_comparison(comparison: Comparison, seeds: int, out: Path) -> dict[str, Any]:
-    """Read every arm of `comparison` at each seed, pair the sides by seed, and judge."""
+def judge_comparison(comparison: Comparison, data: StudyData) -> dict[str, Any]:
+    """Read every arm of `comparison` at each seed from the study's data, pair the sides by
+    seed, and judge."""
+    seeds = data.seeds
     if isinstance(comparison.metric, PairedMetric):
         from sao.reproduce.paired import judge_paired
 
-        return judge_paired(comparison, comparison.metric, seeds, out)
+        return judge_paired(comparison, comparison.metric, data)
     arm_values: dict[str, list[float | None]] = {}
     missing: list[str] = []
     for side in (comparison.left, comparison.right):
@@ -88,7 +95,8 @@ def judge_comparison(comparison: Comparison, seeds: int, out: Path) -> dict[str,
             values: list[float | None] = []
             for seed in range(seeds):
                 try:
-                    values.append(finite(comparison.metric.read(run_dir_for(out, arm, seed))))
+                    value = data.value(comparison.metric.name, arm.key, seed)
+                    values.append(None if value is None else finite(value))
                 except MissingMetric as err:
                     values.append(None)
                     missing.append(str(err))
@@ -98,7 +106,9 @@ def judge_comparison(comparison: Comparison, seeds: int, out: Path) -> dict[str,
     return {
         "description": comparison.describe(),
         "metric": comparison.metric.name,
-        "metric_description": comparison.metric.description,
+        "metric_description": data.metrics.get(
+            comparison.metric.name, comparison.metric.description
+        ),
         "relation": comparison.relation,
         "margin": comparison.margin,
         "left": comparison.left.describe(),
@@ -247,28 +257,33 @@ NOT_RUN = "not run"
 on a study still under way): its numbers are shown, but nothing is judged from part of them."""
 
 
-def judge_claim(claim: Claim, seeds: int, out: Path) -> dict[str, Any]:
-    comparisons = [judge_comparison(c, seeds, out) for c in claim.comparisons]
-    planned = [(arm, seed) for seed in range(seeds) for arm in claim.arms]
-    finished = sum(run_state(run_dir_for(out, arm, seed)) == "finished" for arm, seed in planned)
+def judge_claim(claim: Claim, data: StudyData) -> dict[str, Any]:
+    """`claim` judged from a study's per-seed data (`sao.reproduce.study_data`)."""
+    comparisons = [judge_comparison(c, data) for c in claim.comparisons]
+    planned = [(arm, seed) for seed in range(data.seeds) for arm in claim.arms]
+    finished = sum(data.finished(arm.key, seed) for arm, seed in planned)
     entry = {
         "id": claim.id,
         "statement": claim.statement,
         "paper": claim.paper,
         "runs_finished": finished,
         "runs_planned": len(planned),
-        "arms": [
-            {"key": a.key, "env": a.env, "preset": a.preset, "overrides": list(a.overrides)}
-            for a in claim.arms
-        ],
+        "arms": _arm_entries(claim),
         "notes": claim.notes,
         "comparisons": comparisons,
     }
     if claim.curves:
         from sao.reproduce.curves import arm_curves
 
-        entry["curves"] = arm_curves(claim, seeds, out)
+        entry["curves"] = arm_curves(claim, data)
     return {**entry, **_claim_judgement(entry)}
+
+
+def _arm_entries(claim: Claim) -> list[dict[str, Any]]:
+    return [
+        {"key": a.key, "env": a.env, "preset": a.preset, "overrides": list(a.overrides)}
+        for a in claim.arms
+    ]
 
 
 def _claim_judgement(claim: dict[str, Any]) -> dict[str, Any]:
@@ -284,83 +299,113 @@ def _claim_judgement(claim: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build_report(
-    claims: list[Claim], seeds: int, budget: str, out: Path, commits: list[str] | None = None
-) -> dict[str, Any]:
-    """The whole report as a JSON-ready dict; `commits`: those the runs were made at."""
+def build_report(claims: list[Claim], data: StudyData) -> dict[str, Any]:
+    """The whole report of one study as a JSON-ready dict, judged from its data."""
     return {
-        "budget": budget,
-        "seeds_requested": seeds,
-        "commits": commits or [],
+        "budget": data.budget,
+        "seeds_requested": data.seeds,
+        "commits": list(data.commits),
         "rule": RULE,
         "power_method": POWER_METHOD,
-        "claims": [judge_claim(claim, seeds, out) for claim in claims],
+        "claims": [judge_claim(claim, data) for claim in claims],
     }
 
 
-def rejudge(report: dict[str, Any]) -> dict[str, Any]:
-    """`report` judged again by the current rule and power analysis from the per-seed values it
-    stores (each comparison's `left_values` and `right_values`; a paired comparison's ratios and
-    brackets read again from its claim's stored `curves`), with each claim's `paper` and `notes`
-    from the current claim table: a report whose run directories are gone can still be
-    refreshed.
+ROW_MARKS = ("current", "why_current", "seeds_added_after_looking", "after_looking")
+"""What a report says of a row beyond its data: which row answers its claim and why, and which
+seeds were run after an earlier result had been read (kept as written on a refresh)."""
+
+DATA_ABSENT = "data absent"
+
+
+def rejudge(report: dict[str, Any], base: Path) -> dict[str, Any]:
+    """`report` judged again by the current rule, power analysis and claim table from the
+    per-seed data of each of its studies (`sao.reproduce.study_data`), whose directory the
+    study names as `data`, relative to `base`; nothing is judged from the values the report
+    itself holds. A row whose study has no data, or whose data does not answer its claim, is
+    inconclusive and says why (`data_absent`).
 
     `other_studies` (optional) are claims judged in separate studies (another budget or
-    environment), each `{"file", "budget", "commits", "claims"}` and optionally a `"note"` (what
-    set the study apart, shown beside its commit); they are judged again the same way, and each
-    claim's row marked current opens the report, the others following under History."""
-    others = [
-        {**study, "claims": _rejudge_claims(study["claims"])}
-        for study in report.get("other_studies", [])
-    ]
-    out = {
-        **report,
-        "commits": report.get("commits", []),
-        "rule": RULE,
-        "power_method": POWER_METHOD,
-        "claims": _rejudge_claims(report["claims"]),
-    }
-    if others:
-        out["other_studies"] = others
+    environment), each `{"file", "data", "claims"}` and optionally a `"note"` (what set the
+    study apart, shown beside its commit); they are judged again the same way, and each
+    claim's row marked current opens the report, the others following under History. A row
+    keeps its `ROW_MARKS`; its numbers, the study's budget and commits come from the data."""
+    out = {**report, "rule": RULE, "power_method": POWER_METHOD, **_rejudge_study(report, base)}
+    if report.get("other_studies"):
+        out["other_studies"] = [
+            {**study, **_rejudge_study(study, base)} for study in report["other_studies"]
+        ]
     return out
 
 
-def _rejudge_comparison(comparison: dict[str, Any], claim: dict[str, Any]) -> dict[str, Any]:
-    """One stored comparison judged again; a paired one (claim (h)) from the claim's curves."""
-    if "threshold" in comparison:
-        from sao.reproduce.paired import rejudge_paired
-
-        return rejudge_paired(comparison, claim.get("curves"))
-    left, right = comparison["left_values"], comparison["right_values"]
-    return {**comparison, **judge_sides(left, right, comparison["relation"], comparison["margin"])}
+def study_data_of(study: dict[str, Any], base: Path) -> StudyData:
+    """The data of a report's study (its `data` directory under `base`); DataAbsent says why
+    there is none."""
+    if not study.get("data"):
+        raise DataAbsent("the report names no data directory for this study")
+    return read_study_data(base / study["data"])
 
 
-def _rejudge_claims(judged: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    claims = []
-    for claim in judged:
-        comparisons = [_rejudge_comparison(c, claim) for c in claim["comparisons"]]
-        known = CLAIMS.get(claim["id"])
-        entry = {**claim, "comparisons": comparisons}
-        # The claim table's words on how a claim's values are read follow the code that reads
-        # them, as the verdicts do.
-        entry["paper"] = known.paper if known is not None else claim.get("paper", "")
-        entry["notes"] = known.notes if known is not None else claim.get("notes", "")
-        claims.append({**entry, **_claim_judgement(entry)})
-    return claims
+def _rejudge_study(study: dict[str, Any], base: Path) -> dict[str, Any]:
+    """A study's rows, budget and commits judged again from its data."""
+    try:
+        data = study_data_of(study, base)
+    except DataAbsent as err:
+        return {"claims": [_absent_row(row, str(err)) for row in study["claims"]]}
+    rows = []
+    for row in study["claims"]:
+        marks = {key: row[key] for key in ROW_MARKS if key in row}
+        if row["id"] not in CLAIMS:
+            rows.append(_absent_row(row, f"claim ({row['id']}) is not in the claim table"))
+        elif row["id"] not in data.claims:
+            rows.append(_absent_row(row, f"{data.where} does not answer claim ({row['id']})"))
+        else:
+            rows.append({**judge_claim(CLAIMS[row["id"]], data), **marks})
+    judged = {"budget": data.budget, "commits": list(data.commits), "claims": rows}
+    if "seeds_requested" in study:
+        judged["seeds_requested"] = data.seeds
+    return judged
+
+
+def _absent_row(row: dict[str, Any], why: str) -> dict[str, Any]:
+    """A row with no data to judge it from: inconclusive, saying why; no numbers."""
+    known = CLAIMS.get(row["id"])
+    return {
+        "id": row["id"],
+        "statement": known.statement if known is not None else row.get("statement", ""),
+        "paper": known.paper if known is not None else row.get("paper", ""),
+        "notes": known.notes if known is not None else row.get("notes", ""),
+        "arms": [] if known is None else _arm_entries(known),
+        "comparisons": [],
+        "runs_finished": 0,
+        "runs_planned": 0,
+        "verdict": "inconclusive",
+        "data_absent": why,
+        "seeds": 0,
+        "seeds_needed": None,
+        "verdict_at_seeds_needed": None,
+        **{key: row[key] for key in ROW_MARKS if key in row},
+    }
+
+
+def draw_plots(claims: list[dict[str, Any]], plot_dir: Path) -> None:
+    """`claim_<id>.png`, and `claim_<id>_curves.png` for a claim with curves, under `plot_dir`
+    for every judged claim (a row without data has nothing to draw)."""
+    from sao.reproduce.curves import plot_curves
+    from sao.reproduce.plots import plot_claim
+
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    for claim in claims:
+        if claim.get("data_absent"):
+            continue
+        plot_claim(claim, plot_dir / f"claim_{claim['id']}.png")
+        if "curves" in claim:
+            plot_curves(claim, plot_dir / f"claim_{claim['id']}_curves.png")
 
 
 def write_report(report: dict[str, Any], out: Path) -> None:
     """`report.json`, `report.md` and `plots/claim_<id>.png` under `out`."""
-    from sao.reproduce.plots import plot_claim
-
-    plot_dir = out / "plots"
-    plot_dir.mkdir(parents=True, exist_ok=True)
-    for claim in report["claims"]:
-        plot_claim(claim, plot_dir / f"claim_{claim['id']}.png")
-        if "curves" in claim:
-            from sao.reproduce.curves import plot_curves
-
-            plot_curves(claim, plot_dir / f"claim_{claim['id']}_curves.png")
+    draw_plots(report["claims"], out / "plots")
     write_text_report(report, out)
 
 
@@ -387,6 +432,8 @@ def _seconds(value: float | None) -> str:
 def seeds_needed_text(item: dict[str, Any]) -> str:
     """A claim's or comparison's power analysis in words, e.g. `29 (then not reproduced)`."""
     needed = item.get("seeds_needed")
+    if item.get("data_absent"):
+        return f"n/a ({DATA_ABSENT})"
     if needed is not None:
         return f"{needed} (then {item['verdict_at_seeds_needed']})"
     comparisons = item.get("comparisons", [item])
@@ -410,6 +457,8 @@ def _open_on_the_claims_side(comparison: dict[str, Any]) -> bool:
 
 def _ours(claim: dict[str, Any]) -> str:
     """Each comparison's mean difference and interval, arms named by preset (env dropped)."""
+    if claim.get("data_absent"):
+        return f"{DATA_ABSENT}: {claim['data_absent']}"
     names = {a["key"]: a["key"].removeprefix(a["env"] + "_") for a in claim["arms"]}
 
     def short(text: str) -> str:
@@ -489,12 +538,14 @@ def current_answers(report: dict[str, Any]) -> dict[str, tuple[dict[str, Any], s
     return answers
 
 
-def summary_table(report: dict[str, Any]) -> list[str]:
+def summary_table(report: dict[str, Any], every_claim: bool = True) -> list[str]:
     """The table a report opens with: one row per claim, its current answer (`current_answers`)
-    with the paper's figure, ours, verdict, seeds and why that study is the answer; a claim of
-    the claim table with no study in the report is listed as not run."""
+    with the paper's figure, ours, verdict, seeds and why that study is the answer; with
+    `every_claim`, a claim of the claim table with no study in the report is listed as not
+    run. Claims come in the claim table's order."""
     answers = current_answers(report)
-    ids = [*CLAIMS, *(c for c in answers if c not in CLAIMS)]
+    ids = [c for c in CLAIMS if every_claim or c in answers]
+    ids += [c for c in answers if c not in CLAIMS]
     lines = [
         _COLUMNS + " why this study is the answer |",
         "|---|---|---|---|---|---|---|---|",
@@ -550,9 +601,13 @@ def _summary_row(claim: dict[str, Any], runs_at: str) -> str:
     )
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(
+    report: dict[str, Any], every_claim: bool = True, plots: str = "plots/claim_"
+) -> str:
     """The report for people: the current answer per claim, the history (every other study),
-    the rule and the power analysis's method, then each claim's numbers and verdict."""
+    the rule and the power analysis's method, then each claim's numbers and verdict.
+    `every_claim`: list the claims the report has no study of as not run; `plots`: how the
+    plots' paths begin (`<plots><id>.png`, `<plots><id>_curves.png`)."""
     lines = [
         "# `sao reproduce` report",
         "",
@@ -564,7 +619,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "read (its power analysis or verdict set how many more to run); the runs-at column "
         "says which result.",
         "",
-        *summary_table(report),
+        *summary_table(report, every_claim),
         "",
     ]
     history = history_table(report)
@@ -606,6 +661,12 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
         if claim["notes"]:
             lines += ["", claim["notes"]]
+        if claim.get("data_absent"):
+            lines += [
+                "",
+                f"Claim verdict: **{claim['verdict']}**, {DATA_ABSENT}: {claim['data_absent']}.",
+            ]
+            continue
         for comp in claim["comparisons"]:
             lines += _comparison_lines(comp)
         if claim["verdict"] == NOT_RUN:
@@ -620,12 +681,12 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{claim['runs_finished']} of {claim['runs_planned']} runs finished. Seeds needed "
             f"at the observed effects: {seeds_needed_text(claim)}.",
             "",
-            f"![claim {claim['id']}](plots/claim_{claim['id']}.png)",
+            f"![claim {claim['id']}]({plots}{claim['id']}.png)",
         ]
         if "curves" in claim:
             lines += [
                 "",
-                f"![claim {claim['id']} curves](plots/claim_{claim['id']}_curves.png)",
+                f"![claim {claim['id']} curves]({plots}{claim['id']}_curves.png)",
             ]
     return "\n".join(lines) + "\n"
 
