@@ -49,6 +49,7 @@ from sao.analysis.runs import InspectError
 if TYPE_CHECKING:
     import torch
 
+    from sao.config import SAOConfig
     from sao.models.critic import ValueModel
     from sao.trajectory import Trajectory
 
@@ -229,34 +230,59 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.continuations < 2 or args.probes < 1 or args.trajectories < 8:
-        raise InspectError("--continuations must be >= 2, --probes >= 1 and --trajectories >= 8")
-    import torch
-
-    from sao.agent_setup import build_agent_loop
+    check_counts(args.trajectories, args.probes, args.continuations)
     from sao.config import load_config
-    from sao.envs.registry import make_task_source
-    from sao.learner.value_pretrain import monte_carlo_returns
-    from sao.models.critic import ValueModel
-    from sao.models.policy import load_policy
     from sao.preflight import check_policy_dir
-    from sao.rollout.prefix_loop import PrefixAgentLoop, prefix_at
-    from sao.runtime.checkpoints import load_checkpoint
 
     check_policy_dir(args.policy, "--policy")
     config = load_config(
         args.preset,
         overrides=[f"env.name={args.env}", f"train.seed={args.seed}", f"model.path={args.policy}"],
     )
-    torch.manual_seed(args.seed)
-    rng = random.Random(args.seed)
+    result = measure(
+        config, args.policy, args.checkpoint, args.trajectories, args.probes, args.continuations
+    )
+    print(json.dumps({"policy": args.policy, "checkpoint": args.checkpoint, **result}))
+    return 0
+
+
+def check_counts(trajectories: int, probes: int, continuations: int) -> None:
+    """Refuse sample counts the estimate cannot be made from, before anything loads."""
+    if continuations < 2 or probes < 1 or trajectories < 8:
+        raise InspectError("--continuations must be >= 2, --probes >= 1 and --trajectories >= 8")
+
+
+def measure(
+    config: SAOConfig,
+    policy_path: str | Path,
+    checkpoint: str | Path | None,
+    trajectories: int,
+    probes: int,
+    continuations: int,
+) -> dict[str, Any]:
+    """The oracle's ceiling (and, with a `checkpoint`, that checkpoint's critic beside it) for the
+    policy at `policy_path` (or the checkpoint's) on `config`'s environment, seeded by
+    `config.train.seed`."""
+    import torch
+
+    from sao.agent_setup import build_agent_loop
+    from sao.envs.registry import make_task_source
+    from sao.learner.value_pretrain import monte_carlo_returns
+    from sao.models.critic import ValueModel
+    from sao.models.policy import load_policy
+    from sao.rollout.prefix_loop import PrefixAgentLoop, prefix_at
+    from sao.runtime.checkpoints import load_checkpoint
+
+    seed = config.train.seed
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
     try:
-        policy, tokenizer = load_policy(args.policy)
+        policy, tokenizer = load_policy(policy_path)
         critic = None
-        if args.checkpoint:
-            state, _ = load_checkpoint(Path(args.checkpoint))
+        if checkpoint:
+            state, _ = load_checkpoint(Path(checkpoint))
             if state.get("critic") is None:
-                raise ValueError(f"{args.checkpoint}: the run trained no critic")
+                raise ValueError(f"{checkpoint}: the run trained no critic")
             policy.load_state_dict(state["policy"])
             critic = ValueModel.from_policy(policy)
             critic.load_state_dict(state["critic"])
@@ -264,10 +290,10 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         raise InspectError(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
     tasks = make_task_source(config.env.name, **config.env.task_options).train(
-        args.trajectories, args.seed + _SEED_OFFSET
+        trajectories, seed + _SEED_OFFSET
     )
     started = time.perf_counter()
-    loop = build_agent_loop(config, policy, tokenizer, seed=args.seed + _SEED_OFFSET)
+    loop = build_agent_loop(config, policy, tokenizer, seed=seed + _SEED_OFFSET)
     try:
         recorded = loop.run([(f"t{i}", task, {"task": i}) for i, task in enumerate(tasks)])
         recorded.sort(key=lambda t: int(t.metadata["task"]))
@@ -286,11 +312,9 @@ def run(args: argparse.Namespace) -> int:
         jobs, where = [], {}
         for i, trajectory in enumerate(recorded):
             positions = action_positions(trajectory)
-            for p, cut in enumerate(
-                sorted(rng.sample(positions, min(args.probes, len(positions))))
-            ):
+            for p, cut in enumerate(sorted(rng.sample(positions, min(probes, len(positions))))):
                 quarter = min(positions.index(cut) * 4 // len(positions), 3)
-                for c in range(args.continuations):
+                for c in range(continuations):
                     episode_id = f"t{i}-p{p}-c{c}"
                     prefix_loop.prefixes[episode_id] = prefix_at(trajectory, cut, decode)
                     where[episode_id] = (i, quarter, cut)
@@ -315,33 +339,26 @@ def run(args: argparse.Namespace) -> int:
         grouped.setdefault((i, quarter, cut), []).append(
             float(monte_carlo_returns(ending, gamma)[cut])
         )
-    probes = [Probe(i, q, tuple(r)) for (i, q, _), r in grouped.items() if len(r) >= 2]
-    result = oracle_explained_variance(token_returns, probes)
+    probed = [Probe(i, q, tuple(r)) for (i, q, _), r in grouped.items() if len(r) >= 2]
+    result = oracle_explained_variance(token_returns, probed)
     if critic is not None:
         result |= critic_report(critic, recorded, gamma, pad, tokenizer.convert_ids_to_tokens)
     # A check on the replay: endings drawn from the policy's own prefixes succeed, on average,
     # as often as the recorded trajectories did.
     result["ending_return_mean"] = {
-        name: sum(sum(p.returns) / len(p.returns) for p in probes if p.quarter == q)
-        / max(sum(p.quarter == q for p in probes), 1)
+        name: sum(sum(p.returns) / len(p.returns) for p in probed if p.quarter == q)
+        / max(sum(p.quarter == q for p in probed), 1)
         for q, name in enumerate(QUARTERS)
     }
-    low, high = bootstrap_interval(token_returns, probes, seed=args.seed)
-    print(
-        json.dumps(
-            {
-                "policy": args.policy,
-                "checkpoint": args.checkpoint,
-                "env": args.env,
-                "trajectories": len(recorded),
-                "reward_mean": sum(t.reward for t in recorded) / len(recorded),
-                "action_tokens_mean": sum(map(len, token_returns)) / len(token_returns),
-                "probes": len(probes),
-                "endings": len(endings),
-                "sampled_s": round(sampled_s, 1),
-                **result,
-                "ev_oracle_95": [low, high],
-            }
-        )
-    )
-    return 0
+    low, high = bootstrap_interval(token_returns, probed, seed=seed)
+    return {
+        "env": config.env.name,
+        "trajectories": len(recorded),
+        "reward_mean": sum(t.reward for t in recorded) / len(recorded),
+        "action_tokens_mean": sum(map(len, token_returns)) / len(token_returns),
+        "probes": len(probed),
+        "endings": len(endings),
+        "sampled_s": round(sampled_s, 1),
+        **result,
+        "ev_oracle_95": [low, high],
+    }
