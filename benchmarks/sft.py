@@ -28,7 +28,7 @@ from transformers import PreTrainedModel
 from sao.envs.registry import make_demonstrations
 from sao.learner.chunking import packed_padding_frac, packing_cost_for
 from sao.models import build_tiny_policy, build_tokenizer, use_packed_attention
-from sao.warmstart import collate_demonstrations, encode_segments, sft_loss
+from sao.warmstart.sft import collate_demonstrations, encode_segments, sft_loss
 
 
 def main() -> None:

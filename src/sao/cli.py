@@ -373,7 +373,9 @@ def _sft(args: argparse.Namespace, prog: str) -> int:
     config = _config_from(args, prog, [f"sft.steps={args.steps}"] if args.steps else [])
     out = check_output_dir(args.out or config.warm_start_dir(), "--out")
     seed = config.train.seed if args.seed is None else args.seed
-    from sao import warmstart  # torch and transformers load only after every check passed
+    from sao.warmstart import (
+        sft as warmstart,  # torch and transformers load only after every check passed
+    )
 
     warmstart.warm_start(
         config.env.name,

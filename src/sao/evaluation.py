@@ -23,7 +23,7 @@ from sao.agent_setup import build_agent_loop
 from sao.config import SAOConfig
 from sao.durable import strict_dumps
 from sao.envs.registry import make_task_source
-from sao.warm_start_record import stale_warning
+from sao.warmstart.record import stale_warning
 
 
 def wilson_interval(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -9,7 +9,7 @@ from sao.config import SFTConfig
 from sao.envs.registry import make_demonstrations
 from sao.models.policy import build_tiny_policy
 from sao.models.tokenizer import build_tokenizer
-from sao.warmstart import train_sft
+from sao.warmstart.sft import train_sft
 
 CONFIG = SFTConfig(steps=6, batch_size=4, warmup_steps=1, num_demonstrations=16, checkpoint_every=3)
 
@@ -35,7 +35,7 @@ def test_sft_stopped_after_a_save_resumes_to_the_uninterrupted_result(tmp_path, 
         if name == "sft-saved:3":
             raise _Interrupt
 
-    monkeypatch.setattr("sao.warmstart.pause_point", stop_after_first_save)
+    monkeypatch.setattr("sao.warmstart.sft.pause_point", stop_after_first_save)
     interrupted, _ = _fresh()
     with pytest.raises(_Interrupt):
         train_sft(interrupted, tokenizer, examples, CONFIG, progress=False, state_path=state)

@@ -11,7 +11,7 @@ from sao.models.policy import build_tiny_policy, load_policy
 from sao.models.tokenizer import build_tokenizer
 from sao.runtime.checkpoints import checkpoint_dir, checkpoint_policy_state
 from sao.runtime.train import train
-from sao.warmstart import (
+from sao.warmstart.sft import (
     collate_demonstrations,
     encode_segments,
     sft_loss,
@@ -132,7 +132,7 @@ def test_sao_eval_step_scores_the_policy_a_checkpoint_holds(tiny_policy_dir, tmp
 
 
 def test_warm_start_learns_from_given_demonstrations_instead_of_the_teacher(tmp_path, monkeypatch):
-    import sao.warmstart as warmstart
+    import sao.warmstart.sft as warmstart
 
     def no_teacher(*args, **kwargs):
         raise AssertionError("the environment's teacher was asked for demonstrations")

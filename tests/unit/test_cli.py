@@ -45,11 +45,11 @@ def test_sft_takes_overrides_and_names_a_bad_one(capsys):
 
 
 def test_sft_overrides_reach_the_sft_config(monkeypatch, tmp_path):
-    import sao.warmstart
+    import sao.warmstart.sft
 
     seen = {}
     monkeypatch.setattr(
-        sao.warmstart,
+        sao.warmstart.sft,
         "warm_start",
         lambda env, out, config, seed, model_path, env_options: seen.update(
             env=env, config=config, model_path=model_path, env_options=env_options
@@ -69,11 +69,11 @@ def test_sft_overrides_reach_the_sft_config(monkeypatch, tmp_path):
 
 
 def test_sft_takes_a_config_file_and_a_preset(monkeypatch, tmp_path):
-    import sao.warmstart
+    import sao.warmstart.sft
 
     seen = {}
     monkeypatch.setattr(
-        sao.warmstart,
+        sao.warmstart.sft,
         "warm_start",
         lambda env, out, config, seed, model_path, env_options: seen.update(out=out, seed=seed),
     )

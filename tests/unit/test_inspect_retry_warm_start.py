@@ -2,7 +2,7 @@
 everything else as `sao sft --env code_repair`."""
 
 import sao.envs.code_repair.teacher
-import sao.warmstart
+import sao.warmstart.sft
 from sao.cli import main
 from sao.envs.code_repair.teacher import demonstrations
 
@@ -18,7 +18,7 @@ def test_the_warm_start_gets_the_retrying_teachers_demonstrations(monkeypatch, c
         trained.append((env, out, config.steps, seed, demonstrations))
 
     monkeypatch.setattr(sao.envs.code_repair.teacher, "demonstrations", few)
-    monkeypatch.setattr(sao.warmstart, "warm_start", record)
+    monkeypatch.setattr(sao.warmstart.sft, "warm_start", record)
     out = str(tmp_path / "somewhere")
     assert main(["inspect", "retry-warm-start", "--p-retry", "1.0", "--out", out]) == 0
     ((n, seed, p_retry),) = asked

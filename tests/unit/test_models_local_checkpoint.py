@@ -19,7 +19,7 @@ from sao.rollout.engine import RolloutEngine
 from sao.rollout.rendering import TurnRenderer, single_token_ids
 from sao.rollout.requests import Completion, SamplingParams
 from sao.tags import ALL_TAGS
-from sao.warmstart import collate_demonstrations, sft_loss, warm_start
+from sao.warmstart.sft import collate_demonstrations, sft_loss, warm_start
 
 BUILT_IN_ENVS = ("calc", "code_repair", "style_stream", "tool_calc", "reasoning_gym:chain_sum")
 

@@ -29,7 +29,7 @@ from sao.models.packed_attention import (
     uses_packed_attention,
 )
 from sao.models.policy import load_policy, token_logprobs_and_entropy
-from sao.warmstart import sft_loss
+from sao.warmstart.sft import sft_loss
 
 SEGMENTS = PackingCost(segment_attention=True)
 

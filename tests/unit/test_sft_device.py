@@ -17,7 +17,7 @@ from sao.envs.registry import make_demonstrations
 from sao.models.packed_attention import use_packed_attention
 from sao.models.policy import build_tiny_policy
 from sao.models.tokenizer import build_tokenizer
-from sao.warmstart import collate_demonstrations, encode_segments, sft_loss, train_sft
+from sao.warmstart.sft import collate_demonstrations, encode_segments, sft_loss, train_sft
 
 SETTINGS = {"steps": 3, "batch_size": 4, "warmup_steps": 1, "num_demonstrations": 8}
 

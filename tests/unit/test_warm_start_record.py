@@ -4,17 +4,17 @@ import json
 
 import pytest
 
-import sao.warm_start_record as record_module
+import sao.warmstart.record as record_module
 from sao.config import SFTConfig, load_config
 from sao.runtime.starting_policy import starting_policy
-from sao.warm_start_record import (
+from sao.warmstart.record import (
     RECORD_FILE,
     options_beyond_defaults,
     stale_reason,
     teacher_fingerprint,
     write_record,
 )
-from sao.warmstart import warm_start
+from sao.warmstart.sft import warm_start
 
 
 def _write(directory, env="calc"):
@@ -111,7 +111,7 @@ def test_options_beyond_defaults_leaves_out_options_that_change_only_rewards():
 def test_warm_start_saves_its_record_and_notes_options_its_teacher_ignores(
     tmp_path, capsys, monkeypatch, options, noted
 ):
-    import sao.warmstart as warmstart
+    import sao.warmstart.sft as warmstart
 
     monkeypatch.setattr(warmstart, "train_sft", lambda *args, **kwargs: [1.0])
     out = tmp_path / "policy"

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from sao.config import load_config
     from sao.envs.code_repair import teacher as code_repair_teacher
     from sao.preflight import check_output_dir
-    from sao.warmstart import warm_start
+    from sao.warmstart.sft import warm_start
 
     check_output_dir(args.out, "--out")
     config = load_config("sao", None, ["env.name=code_repair"]).sft

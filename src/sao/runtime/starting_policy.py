@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 from sao.config import ConfigError, SAOConfig
-from sao.warm_start_record import stale_warning
-from sao.warmstart import warm_start
+from sao.warmstart.record import stale_warning
+from sao.warmstart.sft import warm_start
 
 
 def starting_policy(config: SAOConfig, progress: bool = True) -> Path:
     """The policy to start from: `model.path`, else the warm start (trained now if missing).
-    One whose record (`sao.warm_start_record`) no longer fits the environment is used with a
+    One whose record (`sao.warmstart.record`) no longer fits the environment is used with a
     warning that names the command rebuilding it."""
     if config.model.path:
         path = Path(config.model.path)

@@ -37,7 +37,7 @@ from sao.models.packed_attention import use_packed_attention
 from sao.models.policy import build_tiny_policy, load_policy, packed_inputs, save_policy
 from sao.models.tokenizer import build_tokenizer
 from sao.rollout.rendering import TurnRenderer
-from sao.warm_start_record import RECORD_FILE, options_beyond_defaults, write_record
+from sao.warmstart.record import RECORD_FILE, options_beyond_defaults, write_record
 
 Segments = list[tuple[str, bool]]
 
@@ -328,7 +328,7 @@ def _save_complete(
     out: Path,
     record: dict[str, Any],
 ) -> None:
-    """Save the policy, its loss curve and what it was trained on (`sao.warm_start_record`); a
+    """Save the policy, its loss curve and what it was trained on (`sao.warmstart.record`); a
     new directory appears whole (written beside it, then renamed), so a reader never finds a
     half-saved warm start. One saved over an old one loses the old record first, so a torn
     save is never vouched for."""
