@@ -52,12 +52,12 @@ from sao.runtime.drift import (
 from sao.runtime.env_errors import EnvErrorWatch, is_env_error, is_set_aside, take_batch
 from sao.runtime.learner_loop import LearnerLoop, LoopStep
 from sao.runtime.learner_ranks import LearnerRanks, build_learner, close_learner
+from sao.runtime.pace import Pace
 from sao.runtime.pretraining import run_value_pretraining
 from sao.runtime.protocols import Backend, LearnerHandle
 from sao.runtime.record import RunRecord
 from sao.runtime.report import eval_metrics, write_report
 from sao.runtime.run_dir import MetricsLogger, RunClock, read_metrics, read_trajectories
-from sao.runtime.scheduler import ENGINE_SHARES
 from sao.runtime.starting_policy import starting_policy
 from sao.trajectory import Trajectory
 
@@ -147,7 +147,12 @@ def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
         run.learner = backend.attach_learner(run.learner)
         backend.requeue(backlog.pending)
         backend.start()
-        _train_loop(run, backend, progress, _Pace.resumed(run, backlog))
+        _train_loop(
+            run,
+            backend,
+            progress,
+            Pace.resumed(run.run_dir, backlog.start_index - backlog.abandoned),
+        )
         in_flight = backend.rollout_stats()["in_flight"]
     finally:
         if backend is not None:
@@ -273,7 +278,7 @@ def _backlog(run_dir: Path, record: RunRecord, group_size: int) -> Backlog:
 
 
 # ---------------------------------------------------------------------------------- the loop
-def _train_loop(run: Run, backend: Backend, progress: bool, pace: _Pace) -> None:
+def _train_loop(run: Run, backend: Backend, progress: bool, pace: Pace) -> None:
     config = run.config
     loop = LearnerLoop(
         run.learner,
@@ -311,7 +316,7 @@ class _Rollouts:
     """The loop's source in training: the backend's first completed trajectories, those whose
     environment raised set aside (`env_errors`); waits only while the queue is empty."""
 
-    def __init__(self, run: Run, backend: Backend, pace: _Pace) -> None:
+    def __init__(self, run: Run, backend: Backend, pace: Pace) -> None:
         self.run, self.backend, self.pace = run, backend, pace
         self.where = str(run.run_dir / "trajectories.jsonl")
 
@@ -327,7 +332,7 @@ class _RunSink:
     """The loop's sink in training: the record, the step's metrics row, evals, drift warnings
     and checkpoints (see the module docstring)."""
 
-    def __init__(self, run: Run, backend: Backend, pace: _Pace) -> None:
+    def __init__(self, run: Run, backend: Backend, pace: Pace) -> None:
         self.run, self.backend, self.pace = run, backend, pace
 
     def record(self, step: LoopStep) -> None:
@@ -365,7 +370,7 @@ class _RunSink:
         run.clock.beat()
 
 
-def _eval_off_the_clock(run: Run, backend: Backend, pace: _Pace) -> dict[str, float]:
+def _eval_off_the_clock(run: Run, backend: Backend, pace: Pace) -> dict[str, float]:
     """A held-out eval whose time is taken off the training clock; with `train.eval_every_s`
     set, the rollout side is paused for it, so nothing trains or samples on eval time."""
     config, record = run.config, run.record
@@ -404,77 +409,6 @@ def _checkpoint(run: Run) -> None:
         run.record,
         keep=run.config.train.keep_checkpoints,
     )
-
-
-class _Pace:
-    """Throughput and idle-time counters of this invocation (`perf/...`, `time/...`), and the
-    training clock: wall seconds of the RL loop with every eval taken out (`time/train_s`),
-    continued across resumes from the last kept row."""
-
-    def __init__(self, train_s_offset: float = 0.0, sampled_offset: int = 0) -> None:
-        self.t0 = time.perf_counter()
-        self.wait = 0.0  # the latest batch's wait
-        self.waited = 0.0
-        self.trained = 0
-        self.eval_s = 0.0
-        self.train_s_offset = train_s_offset
-        self.sampled_offset = sampled_offset
-        self.next_eval_s: float | None = None
-
-    @classmethod
-    def resumed(cls, run: Run, backlog: Backlog) -> _Pace:
-        """A pace whose clock continues the run's last logged `time/train_s` and whose sample
-        count starts from the trajectories already logged."""
-        rows = [r for r in read_metrics(run.run_dir) if "time/train_s" in r]
-        offset = float(rows[-1]["time/train_s"]) if rows else 0.0
-        return cls(offset, backlog.start_index - backlog.abandoned)
-
-    def train_s(self) -> float:
-        """Training seconds so far (evals excluded)."""
-        return self.train_s_offset + self.active_s()
-
-    def active_s(self) -> float:
-        """Training seconds of this invocation (evals excluded): what per-second rates divide by."""
-        return max(1e-9, time.perf_counter() - self.t0 - self.eval_s)
-
-    def eval_due(self, every_s: float | None) -> bool:
-        """Whether a point of `train.eval_every_s` has passed since the last eval."""
-        if every_s is None:
-            return False
-        if self.next_eval_s is None:
-            self.next_eval_s = (self.train_s_offset // every_s + 1) * every_s
-        return self.train_s() >= self.next_eval_s
-
-    def eval_done(self, seconds: float, every_s: float | None) -> None:
-        """Take an eval's `seconds` off the clock; the next time point is the first one ahead."""
-        self.eval_s += seconds
-        if every_s is not None:
-            self.next_eval_s = (self.train_s() // every_s + 1) * every_s
-
-    def timed(self, fetch: Any, n: int) -> tuple[list[Trajectory], float]:
-        t = time.perf_counter()
-        batch = fetch(n)
-        wait = time.perf_counter() - t
-        self.waited += wait
-        return batch, wait
-
-    def metrics(
-        self, wait: float, trained: int, stats: dict[str, Any], record: RunRecord
-    ) -> dict[str, float]:
-        self.trained += trained
-        active = self.active_s()
-        return {
-            "time/wait_for_batch": wait,
-            "time/train_s": self.train_s(),
-            "rollout/trajectories_sampled": self.sampled_offset + int(stats.get("completed", 0)),
-            "rollout/trajectories_trained": len(record.trained_indices),
-            "perf/trajectories_per_s": self.trained / active,
-            **{f"perf/{k}": stats[k] for k in ENGINE_SHARES},
-            "perf/engine_batch_mean": stats["engine_batch_mean"],
-            "perf/learner_idle_frac": self.waited / active,
-            "rollout/dropped_stale": len(record.dropped_indices),
-            "rollout/queued": stats["queued"],
-        }
 
 
 # ---------------------------------------------------------------------------------- reporting
