@@ -53,6 +53,16 @@ def test_evals_by_training_time_are_off_the_clock(tiny_policy_dir, tmp_path):
     # Training time plus eval time fit in the run's wall time (which also holds the start-up,
     # value pretraining and the first eval): an eval counted on the clock would count twice.
     assert steps[-1]["time/train_s"] + totals[-1] <= summary["wall_s"]
+    # The learner's own seconds are part of the training time, and its rate is tokens over them.
+    learner_s = [r["time/learner_step"] for r in steps]
+    assert all(s > 0.0 for s in learner_s) and sum(learner_s) < steps[-1]["time/train_s"]
+    for r in steps:
+        rate = r["learner/rank_tokens_total"] / r["time/learner_step"]
+        assert r["perf/learner_tokens_per_s"] == pytest.approx(rate)
+    assert summary["learner_s"] == pytest.approx(sum(learner_s))
+    tokens = sum(r["learner/rank_tokens_total"] for r in steps)
+    assert summary["learner_tokens_per_s"] == pytest.approx(tokens / sum(learner_s))
+    assert 0.1 < summary["peak_rss_gb"] < 64
 
 
 def test_a_paused_rollout_samples_nothing_until_resumed(tiny_policy_dir):

@@ -16,6 +16,7 @@ publish nothing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -33,7 +34,8 @@ class LoopStep:
     Attributes:
         kept: the items trained on, in batch order.
         dropped: the items dropped as too stale.
-        metrics: the learner's (or the warm-up's) metrics; empty when all were dropped.
+        metrics: the learner's (or the warm-up's) metrics, with `time/learner_step` (the
+            seconds of that update alone, publishing excluded; 0 when all were dropped).
         phase: `actor_critic` (a learner step, weights published), `critic_warmup` or
             `all_dropped`.
     """
@@ -110,6 +112,7 @@ class LearnerLoop:
             return None
         keep, drop = split_stale([t for _, t in batch], self.learner.version, self.max_staleness)
         step = LoopStep([batch[i] for i in keep], [batch[i] for i in drop])
+        started = time.perf_counter()
         if not step.kept:
             step.phase = "all_dropped"
         elif self.warmup is not None and self.warmup_done < self.warmup_batches:
@@ -118,6 +121,8 @@ class LearnerLoop:
             self.warmup_done += 1
         else:
             step.metrics = self.learner.step(step.trajectories())
+        step.metrics["time/learner_step"] = time.perf_counter() - started
+        if step.phase == "actor_critic":
             self.publish()
         self.sink.record(step)
         return step

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,21 @@ def summarize(
         # Episodes whose environment raised, reset failures (no trajectory) included.
         "env_errors": sum(int(row.get("rollout/env_errors", 0)) for row in read_metrics(run_dir)),
         "in_flight_abandoned": in_flight,
+        **_learner_pace(read_metrics(run_dir)),
+        # This process's own peak (a resumed run: this invocation's; Ray actors and learner
+        # ranks are other processes).
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    }
+
+
+def _learner_pace(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Seconds the learner spent in its steps, and the tokens a second it trained on."""
+    timed = [r for r in rows if "time/learner_step" in r and "learner/rank_tokens_total" in r]
+    seconds = sum(float(r["time/learner_step"]) for r in timed)
+    tokens = sum(float(r["learner/rank_tokens_total"]) for r in timed)
+    return {
+        "learner_s": seconds if timed else None,
+        "learner_tokens_per_s": tokens / seconds if seconds > 0 else None,
     }
 
 

@@ -352,6 +352,9 @@ class _RunSink:
         run.env_errors.observe_reset_failures(int(stats.get("dropped", 0)))
         metrics["rollout/env_errors"] = run.env_errors.step_count()
         metrics.update(self.pace.metrics(self.pace.wait, len(batch), stats, record))
+        tokens = metrics.get("learner/rank_tokens_total")
+        if tokens is not None and metrics["time/learner_step"] > 0:
+            metrics["perf/learner_tokens_per_s"] = tokens / metrics["time/learner_step"]
         at_end = version >= config.train.steps
         record.eval_accuracy_at_step = None
         every = config.train.eval_every

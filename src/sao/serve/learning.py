@@ -20,7 +20,6 @@ import logging
 import math
 import os
 import threading
-import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,7 +113,6 @@ class LiveLearner:
             warmup_batches=warmup_batches,
             warmup_done=warmup_done,
         )
-        self._taken_at = 0.0
         self.last_metrics: dict[str, float] = {}
         self.last_error: str | None = None
         self.training = False
@@ -186,14 +184,12 @@ class LiveLearner:
         pending = self.store.pending_batch(size)
         if len(pending) < size:
             return None
-        self._taken_at = time.perf_counter()
         self.training = True
         return list(pending)
 
     def record(self, step: LoopStep) -> None:
         """The loop's sink: the checkpoint file, then one store transaction."""
         step.metrics["rollout/dropped_stale"] = float(len(step.dropped))
-        step.metrics["time/learner_step"] = time.perf_counter() - self._taken_at
         self.last_metrics = step.metrics
         trained, dropped = [str(k) for k, _ in step.kept], [str(k) for k, _ in step.dropped]
         self._checkpoint(trained, dropped, step.metrics)
