@@ -59,11 +59,9 @@ def run_train_command(
             )
     preflight(config, run_dir)
     write_config(config, run_dir / "config.yaml")
-    from sao.runtime.starting_policy import starting_policy
     from sao.runtime.train import train
 
-    policy = starting_policy(config)
-    summary = train(config, run_dir, resume=bool(resume), policy=policy)
+    summary = train(config, run_dir, resume=bool(resume))
     print(strict_dumps(summary, indent=2))
     from sao.runtime.report import closing_line, env_error_line
 

@@ -1,7 +1,8 @@
 """The checkpoint a run starts from: `model.path`, else the environment's warm start.
 
-The launcher prepares it before training (`sao train`, `sao reproduce`), so a missing warm start
-is trained (`sao sft`) before the run's own work begins and the training loop only loads it.
+`sao train` prepares it as its run starts (on the run's clock), `sao reproduce` once before a
+study's runs; a missing warm start is trained (`sao sft`) first, and the training loop only loads
+what this returns.
 """
 
 from __future__ import annotations

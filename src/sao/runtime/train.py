@@ -109,8 +109,9 @@ def train(
 ) -> dict:
     """Run (or continue) training into `run_dir`; returns the summary written to summary.json.
 
-    `policy`: the checkpoint to start from, as the launcher prepared it
-    (`sao.runtime.starting_policy`); None prepares it here.
+    `policy`: the checkpoint to start from; None takes `sao.runtime.starting_policy`'s (a
+    missing warm start is trained first, on the run's clock: `wall_s` and `sessions.json`
+    count it).
     """
     clock = RunClock(run_dir)
     policy = policy if policy is not None else starting_policy(config, progress)
