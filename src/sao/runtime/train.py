@@ -100,22 +100,16 @@ class Backlog:
     recent_errors: list[bool] = field(default_factory=list)
 
 
-def train(
-    config: SAOConfig,
-    run_dir: Path,
-    resume: bool = False,
-    progress: bool = True,
-    policy: Path | None = None,
-) -> dict:
+def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool = True) -> dict:
     """Run (or continue) training into `run_dir`; returns the summary written to summary.json.
 
-    `policy`: the checkpoint to start from; None takes `sao.runtime.starting_policy`'s (a
-    missing warm start is trained first, on the run's clock: `wall_s` and `sessions.json`
-    count it).
+    A missing warm start (`sao.runtime.starting_policy`) is trained first, on the run's clock:
+    `wall_s` and `sessions.json` count it.
     """
     clock = RunClock(run_dir)
-    policy = policy if policy is not None else starting_policy(config, progress)
-    run, backlog = _begin(config, run_dir, resume, progress, clock, policy)
+    run, backlog = _begin(
+        config, run_dir, resume, progress, clock, starting_policy(config, progress)
+    )
     try:
         return _train_and_finish(run, backlog, progress)
     finally:
