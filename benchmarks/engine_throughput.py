@@ -37,7 +37,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.models import build_tiny_policy, build_tokenizer
 from sao.models.policy import load_policy
-from sao.profiling import profile_table
+from sao.plumbing.profiling import profile_table
 from sao.rollout.engine import PRECISIONS
 from sao.rollout.factory import make_engine
 from sao.rollout.interface import ENGINE_NAMES, InferenceEngine

@@ -28,7 +28,7 @@ from sao.envs import (
 )
 from sao.envs.base import stable_id
 from sao.envs.text_protocol import parse_action, wrap_output
-from sao.tags import ANSWER_CLOSE, ANSWER_OPEN
+from sao.formats.tags import ANSWER_CLOSE, ANSWER_OPEN
 
 
 class ReverseTaskSource(HashSplitTaskSource):

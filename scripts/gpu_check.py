@@ -92,7 +92,7 @@ def learner_step(args: argparse.Namespace) -> None:
     from sao.models.critic import ValueModel
     from sao.models.kernels import running_kernels
     from sao.models.policy import load_policy, token_logprobs
-    from sao.profiling import profile_table
+    from sao.plumbing.profiling import profile_table
     from sao.trajectory import Trajectory
 
     device = torch.device(args.device)

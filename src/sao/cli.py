@@ -3,7 +3,7 @@
 Every command that runs a model takes its settings the same way (`--preset`, `--config`, `--set`,
 `--env`), and checks its inputs and outputs (`sao.preflight`) before any work. Bad input ends with
 one line on stderr and a non-zero exit; `--debug` (or `SAO_DEBUG=1`) shows the traceback instead.
-A run that stops itself on purpose (`sao.stopped.RunStopped`, e.g. too many environment errors)
+A run that stops itself on purpose (`sao.plumbing.stopped.RunStopped`, e.g. too many environment errors)
 ends the same way, with exit status 1.
 """
 
@@ -26,6 +26,7 @@ from sao.config import (
     load_config,
     load_run_config,
 )
+from sao.plumbing.stopped import RunStopped
 from sao.preflight import (
     check_engine,
     check_env,
@@ -36,7 +37,6 @@ from sao.preflight import (
     check_trainable,
     learning_rate_warning,
 )
-from sao.stopped import RunStopped
 
 
 class _Parser(argparse.ArgumentParser):
@@ -412,7 +412,9 @@ def _eval(args: argparse.Namespace, prog: str) -> int:
         check_policy_dir(args.baseline, "--baseline")
     if args.json_path:
         check_output_file(args.json_path, "--json")
-    from sao.evaluation import run_eval_command  # torch loads only after every check passed
+    from sao.evaluation.held_out import (
+        run_eval_command,  # torch loads only after every check passed
+    )
     from sao.runtime.checkpoints import checkpoint_policy_state
 
     weights = checkpoint_policy_state(checkpoint) if checkpoint is not None else None

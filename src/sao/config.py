@@ -288,7 +288,7 @@ class TrainConfig(_Section):
     """The held-out gain a run's eval should resolve: when a true gain of this size would clear
     zero in under 90% of evals as sharp as the run's paired first and last evals (for 0.10: a
     95% half-width over about 0.06), summary.json and the closing line say so and how many tasks
-    (`eval_n`) would do (`sao.evaluation.eval_resolution`; a paired SD measured as 0 is taken as
+    (`eval_n`) would do (`sao.evaluation.stats.eval_resolution`; a paired SD measured as 0 is taken as
     0.5, a pass/fail score's largest)."""
     checkpoint_every: int = Field(20, ge=1)
     """Checkpoint every N steps (always at step 0, after value pretraining, and at the end)."""
@@ -376,7 +376,7 @@ class SFTConfig(_Section):
 
 class ServeConfig(_Section):
     tool_parser: Literal["auto", "hermes", "sao"] = "auto"
-    """How `sao serve` reads function calls in replies (`sao.tool_calls`): auto is hermes when the
+    """How `sao serve` reads function calls in replies (`sao.formats.tool_calls`): auto is hermes when the
     tokenizer has a chat template, sao (the tiny model's `<tool>` format) otherwise."""
     episode_timeout_s: float = Field(600.0, gt=0.0)
     """An episode (`X-Episode-Id`) with no call and no reward for this long is dropped, counted."""

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from agents_helpers import subprocess_env
 
+from sao.formats.tags import TOOL_OPEN
 from sao.serve.simulate_agents import AGENT_FILES, default_agents_dir, load_agent
-from sao.tags import TOOL_OPEN
 
 EPISODES = 6  # the test warm start calls the tool in ~3 of 4 episodes: at least one call
 MAX_TURNS = 3

@@ -12,8 +12,8 @@ import pytest
 
 from sao.envs import make_env, make_task_source
 from sao.envs.tool_calc.protocol import CALL_FORMAT, TOOL_NAME
+from sao.formats.tags import OUTPUT_CLOSE, OUTPUT_OPEN
 from sao.serve.simulate_agents import load_agent
-from sao.tags import OUTPUT_CLOSE, OUTPUT_OPEN
 
 BAD = "error: calculator takes one string argument 'expression'"
 CASES = [

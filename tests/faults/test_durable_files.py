@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from sao.durable import (
+from sao.plumbing.durable import (
     atomic_write_json,
     open_jsonl_for_append,
     read_jsonl,

@@ -2,7 +2,7 @@
 that nothing completed was lost or trained twice.
 
 One run directory goes through every kill in turn: each invocation is stopped at a named pause
-point (`sao.faults`), the next one is `--resume`, and the last one finishes. After each
+point (`sao.plumbing.faults`), the next one is `--resume`, and the last one finishes. After each
 kill the test notes which trajectories had completed (were in `trajectories.jsonl`); at the end
 it checks, per kill, how many of those were trained, lost or duplicated, prints the table, and
 writes it to `$SAO_FAULT_TABLE` when that is set.
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sao.durable import read_jsonl
+from sao.plumbing.durable import read_jsonl
 
 TOY = [
     "sft.steps=20",

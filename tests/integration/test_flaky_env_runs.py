@@ -18,12 +18,12 @@ import torch
 from sao.config import load_config
 from sao.learner.step import Learner
 from sao.models.policy import load_policy
+from sao.plumbing.stopped import RunStopped
 from sao.runtime.checkpoints import load_latest_checkpoint
 from sao.runtime.env_errors import EnvErrorWatch, is_env_error, is_set_aside, take_batch
 from sao.runtime.local_backend import LocalBackend
 from sao.runtime.run_dir import read_metrics, read_trajectories
 from sao.runtime.train import train
-from sao.stopped import RunStopped
 from small_run import SMALL_RUN, small_config
 
 TESTS = Path(__file__).resolve().parents[1]

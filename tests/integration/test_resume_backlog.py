@@ -8,9 +8,9 @@ import signal
 import pytest
 
 from sao.config import load_config
-from sao.durable import read_jsonl, rewrite_jsonl
 from sao.models.policy import build_tiny_policy, save_policy
 from sao.models.tokenizer import build_tokenizer
+from sao.plumbing.durable import read_jsonl, rewrite_jsonl
 from sao.runtime.checkpoints import checkpoint_steps, load_latest_checkpoint
 from sao.runtime.train import train
 from small_run import SMALL_RUN

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sao.config import load_config
-from sao.evaluation import resolution_line, tasks_to_resolve
+from sao.evaluation.stats import resolution_line, tasks_to_resolve
 from sao.learner.step import Learner
 from sao.models.policy import build_tiny_policy, load_policy
 from sao.models.tokenizer import build_tokenizer

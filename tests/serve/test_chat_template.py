@@ -9,9 +9,9 @@ import json
 import openai
 from serve_helpers import CALCULATOR, make_service, running_server, scripted
 
+from sao.formats.tool_calls import tool_call_format
 from sao.models.policy import load_policy
 from sao.rollout.rendering import MessageRenderer, template_message
-from sao.tool_calls import tool_call_format
 
 HERMES_CALL = (
     '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+3"}}\n</tool_call>'

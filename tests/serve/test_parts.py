@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sao.envs import make_task_source
+from sao.formats.tool_calls import tool_call_format
 from sao.models.tokenizer import build_tokenizer
 from sao.rollout.rendering import MessageRenderer
 from sao.serve.conversation import reply_text
@@ -15,7 +16,6 @@ from sao.serve.store import (
     StoredCompletion,
     UnknownCompletion,
 )
-from sao.tool_calls import tool_call_format
 
 TOKENIZER = build_tokenizer()
 RENDERER = MessageRenderer(TOKENIZER, tool_call_format("sao"))

@@ -9,8 +9,8 @@ import openai
 import pytest
 from serve_helpers import CALCULATOR, STYLE_PROMPT, make_service, running_server, scripted, user
 
+from sao.formats.tool_calls import tool_call_format
 from sao.serve.tools import ContentStream, ToolPlan, plan_tools
-from sao.tool_calls import tool_call_format
 
 CALL = '<tool>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool>'
 

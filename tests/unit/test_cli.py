@@ -140,7 +140,7 @@ def _fake_policy(path):
 
 
 def test_eval_run_uses_the_runs_own_config_and_policy(monkeypatch, tmp_path):
-    import sao.evaluation
+    import sao.evaluation.held_out
 
     run = tmp_path / "run"
     run.mkdir()
@@ -149,7 +149,7 @@ def test_eval_run_uses_the_runs_own_config_and_policy(monkeypatch, tmp_path):
     _fake_policy(run / "policy")
     seen = {}
     monkeypatch.setattr(
-        sao.evaluation,
+        sao.evaluation.held_out,
         "run_eval_command",
         lambda config, model, **kw: seen.update(kw, config=config, model=model) or 0,
     )
@@ -162,12 +162,12 @@ def test_eval_run_uses_the_runs_own_config_and_policy(monkeypatch, tmp_path):
 
 
 def test_eval_takes_preset_config_and_temperature_like_train(monkeypatch, tmp_path):
-    import sao.evaluation
+    import sao.evaluation.held_out
 
     model = _fake_policy(tmp_path / "policy")
     seen = {}
     monkeypatch.setattr(
-        sao.evaluation,
+        sao.evaluation.held_out,
         "run_eval_command",
         lambda config, model, **kw: seen.update(config=config) or 0,
     )

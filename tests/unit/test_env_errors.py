@@ -10,6 +10,7 @@ import pytest
 from stub_trajectories import stub_trajectory
 
 from sao.envs.base import Task
+from sao.plumbing.stopped import RunStopped
 from sao.runtime.env_errors import (
     GROUP_ENV_ERROR,
     EnvErrorWatch,
@@ -18,7 +19,6 @@ from sao.runtime.env_errors import (
     take_batch,
 )
 from sao.runtime.scheduler import Scheduler
-from sao.stopped import RunStopped
 
 
 def traj(index: int, errored: bool = False, group_id: int | None = None) -> Any:

@@ -9,7 +9,6 @@ from statistics import NormalDist
 import pytest
 import torch
 
-from sao.agent_setup import env_latency
 from sao.config import load_config
 from sao.envs.base import Environment, StepResult, Task
 from sao.models.policy import build_tiny_policy
@@ -17,6 +16,7 @@ from sao.models.tokenizer import build_tokenizer
 from sao.rollout.agent_loop import AgentLoop
 from sao.rollout.engine import RolloutEngine, SamplingParams
 from sao.rollout.latency import LatencySampler
+from sao.rollout.setup import env_latency
 
 N = 40_000
 
@@ -174,7 +174,7 @@ def test_a_slow_step_holds_back_only_its_own_episode(parts, env_workers):
 
 
 def test_the_configured_overlay_reaches_the_agent_loop(parts):
-    from sao.agent_setup import build_agent_loop
+    from sao.rollout.setup import build_agent_loop
 
     policy, tokenizer = parts
     config = load_config(

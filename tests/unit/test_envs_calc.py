@@ -13,7 +13,7 @@ from sao.envs.base import StepResult, Task
 from sao.envs.calc.env import CalcEnv
 from sao.envs.calc.problems import evaluate_expression
 from sao.envs.calc.tasks import CalcTaskSource
-from sao.tags import ALL_TAGS
+from sao.formats.tags import ALL_TAGS
 
 
 @dataclass

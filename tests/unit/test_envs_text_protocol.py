@@ -17,7 +17,7 @@ from sao.envs.text_protocol import (
     truncate,
     wrap_output,
 )
-from sao.tags import ALL_TAGS
+from sao.formats.tags import ALL_TAGS
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,10 @@ from sao.envs import registry
 from sao.envs.tool_calc import REGISTRATION, ToolCalcEnv, ToolCalcTaskSource
 from sao.envs.tool_calc.calculator import evaluate
 from sao.envs.tool_calc.teacher import ToolCalcTeacher, demonstrations
+from sao.formats.tool_calls import tool_call_format
 from sao.models.tokenizer import build_tokenizer
 from sao.presets import leaf_items
 from sao.rollout.rendering import MessageRenderer, TurnRenderer
-from sao.tool_calls import tool_call_format
 
 TOOL_DEMO = re.compile(
     r'Q: [^\n]+\n<tool>\{"name": "calculator", "arguments": \{"expression": "([^"]+)"\}\}</tool>'

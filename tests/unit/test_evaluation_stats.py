@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from sao.evaluation import (
+from sao.evaluation.stats import (
     PASS_FAIL_SD,
     detection_chance,
     eval_resolution,

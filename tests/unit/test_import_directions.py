@@ -4,7 +4,8 @@ Environments describe tasks and rewards; they must not know how a run is schedul
 so nothing under `sao/envs/` imports `sao.runtime` or `sao.learner`. The algorithm's pure math
 (`sao/core/`) imports nothing from the runtime either. Evaluation and the warm start are used by
 the runtime, so they import nothing from it; no two top-level parts of `sao` import each other,
-directly or through others.
+directly or through others; and every part sits on a floor (`FLOORS`, the README's layout) and
+imports only from the floors below it.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def test_core_imports_nothing_from_the_runtime() -> None:
 
 
 def test_evaluation_and_the_warm_start_import_nothing_from_the_runtime() -> None:
-    for layer in ("sao/evaluation.py", "sao/warmstart"):
+    for layer in ("sao/evaluation", "sao/warmstart"):
         assert (SRC / layer).exists()
         assert violations(layer, ("sao.runtime",)) == []
 
@@ -152,3 +153,43 @@ def test_runtime_protocols_stand_alone_and_backends_never_import_their_factory()
     assert violations("sao/runtime/protocols.py", ("sao.runtime",)) == []
     for layer in ("sao/runtime/local_backend.py", "sao/runtime/ray_backend.py"):
         assert violations(layer, ("sao.runtime.backends",)) == []
+
+
+# The package's floors, lowest first: a part imports only parts on floors below its own.
+FLOORS = (
+    ("sao.plumbing", "sao.formats", "sao.presets", "sao.trajectory", "sao.tools", "sao.core"),
+    ("sao.config",),
+    ("sao.models", "sao.envs"),
+    ("sao.learner", "sao.preflight"),
+    ("sao.rollout",),
+    ("sao.warmstart",),
+    ("sao.evaluation",),
+    ("sao.runtime",),
+    ("sao.serve", "sao.reproduce"),
+    ("sao.analysis",),
+    ("sao.cli",),
+)
+
+
+def upward_imports(edges: dict[str, set[str]], floors: tuple[tuple[str, ...], ...]) -> list[str]:
+    """`part -> other` for every import of a part on the same floor or a higher one."""
+    floor_of = {part: level for level, parts in enumerate(floors) for part in parts}
+    return sorted(
+        f"{part} -> {other}"
+        for part, others in edges.items()
+        for other in others
+        if floor_of[other] >= floor_of[part]
+    )
+
+
+def test_every_part_of_the_package_has_a_floor() -> None:
+    assert set(part_imports()) == {part for parts in FLOORS for part in parts}
+
+
+def test_every_import_runs_down_the_floors() -> None:
+    assert upward_imports(part_imports(), FLOORS) == []
+
+
+def test_the_floor_check_finds_an_upward_import() -> None:
+    edges = {"a": {"b"}, "b": set(), "c": {"c2"}, "c2": set()}
+    assert upward_imports(edges, (("a",), ("b",), ("c", "c2"))) == ["a -> b", "c -> c2"]

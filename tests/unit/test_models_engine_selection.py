@@ -6,13 +6,13 @@ import importlib.util
 
 import pytest
 
-from sao.agent_setup import build_agent_loop
 from sao.cli import main
 from sao.config import ConfigError, load_config
 from sao.models.policy import build_tiny_policy
 from sao.models.tokenizer import build_tokenizer
 from sao.rollout.engine import RolloutEngine
 from sao.rollout.factory import make_engine
+from sao.rollout.setup import build_agent_loop
 
 VLLM_INSTALLED = importlib.util.find_spec("vllm") is not None
 without_vllm = pytest.mark.skipif(VLLM_INSTALLED, reason="checks the refusal where vllm is missing")

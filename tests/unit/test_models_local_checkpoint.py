@@ -11,6 +11,7 @@ import torch
 
 from sao.config import SFTConfig
 from sao.envs.registry import make_demonstrations, make_env, make_task_source, registration_for
+from sao.formats.tags import ALL_TAGS
 from sao.models.local_checkpoint import IM_END
 from sao.models.policy import load_policy
 from sao.models.tokenizer import build_tokenizer
@@ -18,7 +19,6 @@ from sao.rollout.agent_loop import AgentLoop
 from sao.rollout.engine import RolloutEngine
 from sao.rollout.rendering import TurnRenderer, single_token_ids
 from sao.rollout.requests import Completion, SamplingParams
-from sao.tags import ALL_TAGS
 from sao.warmstart.sft import collate_demonstrations, sft_loss, warm_start
 
 BUILT_IN_ENVS = ("calc", "code_repair", "style_stream", "tool_calc", "reasoning_gym:chain_sum")

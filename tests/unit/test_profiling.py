@@ -1,9 +1,9 @@
-"""`sao.profiling.profile_table`: the ops a call ran, costliest first, and a clear error."""
+"""`sao.plumbing.profiling.profile_table`: the ops a call ran, costliest first, and a clear error."""
 
 import pytest
 import torch
 
-from sao.profiling import profile_table
+from sao.plumbing.profiling import profile_table
 
 
 def test_the_table_names_the_ops_the_call_ran_and_keeps_top_rows() -> None:

@@ -1,6 +1,6 @@
 import pytest
 
-from sao.evaluation import paired_difference
+from sao.evaluation.stats import paired_difference
 from sao.reproduce.seed_pool import pool_paired
 
 

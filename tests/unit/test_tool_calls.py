@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sao.tool_calls import ParsedReply, ToolCall, tool_call_format
+from sao.formats.tool_calls import ParsedReply, ToolCall, tool_call_format
 
 HERMES = tool_call_format("hermes")
 SAO = tool_call_format("sao")

@@ -65,7 +65,7 @@ def test_a_run_starting_from_a_stale_warm_start_warns_on_stderr(tmp_path, capsys
 
 
 def test_sao_eval_names_a_stale_model_or_baseline_on_stderr(tmp_path, capsys, monkeypatch):
-    import sao.evaluation as evaluation
+    import sao.evaluation.held_out as evaluation
     import sao.models.policy as policy_module
 
     model, baseline = tmp_path / "model", tmp_path / "baseline"

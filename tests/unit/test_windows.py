@@ -1,10 +1,10 @@
-"""`sao.windows`: first and last windows of steps, step ranges, means of the finite values."""
+"""`sao.core.windows`: first and last windows of steps, step ranges, means of the finite values."""
 
 import math
 
 import pytest
 
-from sao.windows import ends, finite_mean, in_steps
+from sao.core.windows import ends, finite_mean, in_steps
 
 
 def test_ends_are_the_first_and_last_window_overlapping_when_short():

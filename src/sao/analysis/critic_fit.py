@@ -113,13 +113,13 @@ def run(args: argparse.Namespace) -> int:
         raise InspectError("--samples must be >= 2 and --tasks >= 8")
     import torch
 
-    from sao.agent_setup import build_agent_loop
     from sao.config import load_config
     from sao.envs.registry import make_task_source
     from sao.learner.value_pretrain import pretrain_value
     from sao.models.critic import ValueModel
     from sao.models.policy import load_policy
     from sao.preflight import check_policy_dir
+    from sao.rollout.setup import build_agent_loop
 
     check_policy_dir(args.policy, "--policy")
     config = load_config(

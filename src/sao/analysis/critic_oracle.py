@@ -265,12 +265,12 @@ def measure(
     `config.train.seed`."""
     import torch
 
-    from sao.agent_setup import build_agent_loop
     from sao.envs.registry import make_task_source
     from sao.learner.value_pretrain import monte_carlo_returns
     from sao.models.critic import ValueModel
     from sao.models.policy import load_policy
     from sao.rollout.prefix_loop import PrefixAgentLoop, prefix_at
+    from sao.rollout.setup import build_agent_loop
     from sao.runtime.checkpoints import load_checkpoint
 
     seed = config.train.seed

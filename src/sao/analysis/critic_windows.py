@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sao.analysis.runs import InspectError, metrics
-from sao.windows import ends, finite_mean
+from sao.core.windows import ends, finite_mean
 
 COLUMNS = {
     "reward": "rollout/reward_mean",

@@ -21,7 +21,7 @@ from typing import Any
 
 from sao.analysis.endings import episode_events, rewarded
 from sao.analysis.runs import InspectError, run_config, trajectory_rows
-from sao.windows import ends
+from sao.core.windows import ends
 
 Choices = dict[int, Counter[tuple[str, bool]]]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sao.analysis.runs import InspectError, eval_result, groups
+from sao.evaluation.stats import paired_difference
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,10 +43,8 @@ def load_eval(path: Path) -> dict[str, Any]:
 
 
 def _paired_task_means(model: list[list[float]], reference: list[list[float]]) -> dict[str, Any]:
-    """`sao.evaluation.paired_difference` of each task's score averaged over the `model` score
+    """`sao.evaluation.stats.paired_difference` of each task's score averaged over the `model` score
     lists against the same average over the `reference` lists: the interval is over tasks."""
-    from sao.evaluation import paired_difference  # loads torch: only once the inputs are read
-
     lengths = {len(scores) for scores in model + reference}
     if len(lengths) != 1:
         raise InspectError(f"evals cover different numbers of tasks: {sorted(lengths)}")

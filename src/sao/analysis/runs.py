@@ -1,7 +1,7 @@
 """The one reader of run directories, eval results and run groups for `sao inspect`.
 
 A run directory's files are laid out by `sao.runtime.run_dir`; its logs are read with
-`sao.durable` (an unterminated last line, cut by a kill or still being written, is skipped). A
+`sao.plumbing.durable` (an unterminated last line, cut by a kill or still being written, is skipped). A
 file an analysis needs and cannot read is an `InspectError` naming it, which `sao inspect` prints
 as one line (exit 2). Nothing heavy is imported here, so the analyses of metrics start fast.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sao.durable import read_jsonl
+from sao.plumbing.durable import read_jsonl
 
 if TYPE_CHECKING:
     from sao.trajectory import Trajectory

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from sao.analysis.runs import groups, metrics, summary
+from sao.core.windows import ends, finite_mean
 from sao.reproduce.seed_pool import pool_paired
-from sao.windows import ends, finite_mean
 
 WINDOW = 10
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sao.analysis.runs import InspectError, metrics
-from sao.windows import finite_mean, in_steps
+from sao.core.windows import finite_mean, in_steps
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -36,10 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Sample the policy and print its style mix."""
-    from sao.agent_setup import build_agent_loop
     from sao.config import load_config
     from sao.models.policy import load_policy
     from sao.preflight import check_output_file, check_policy_dir
+    from sao.rollout.setup import build_agent_loop
 
     check_policy_dir(args.model, "--model")
     if args.json:

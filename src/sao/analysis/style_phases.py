@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from sao.analysis.runs import InspectError, metrics
+from sao.core.windows import ends, finite_mean
 from sao.envs.style_stream.metrics import UNSTYLED
 from sao.envs.style_stream.styles import STYLES
-from sao.windows import ends, finite_mean
 
 KEYS = ("reward", "preferred", "unstyled", "entropy", "ev")
 

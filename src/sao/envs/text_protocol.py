@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
-from sao.tags import (
+from sao.formats.tags import (
     ALL_TAGS,
     ANSWER_CLOSE,
     ANSWER_OPEN,

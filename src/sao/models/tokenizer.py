@@ -12,7 +12,7 @@ from __future__ import annotations
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from sao.tags import ALL_TAGS
+from sao.formats.tags import ALL_TAGS
 
 PAD = "<pad>"
 BOS = "<bos>"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sao.durable import read_jsonl
+from sao.plumbing.durable import read_jsonl
 
 
 class MissingMetric(LookupError):

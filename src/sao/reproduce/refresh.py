@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sao.durable import atomic_write_text
+from sao.plumbing.durable import atomic_write_text
 from sao.reproduce.claims import CLAIMS
 from sao.reproduce.report import (
     DATA_ABSENT,

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sao.durable import atomic_write_json, atomic_write_text
+from sao.plumbing.durable import atomic_write_json, atomic_write_text
 from sao.reproduce.claims import CLAIMS, Claim, Comparison, PairedMetric, Side
 from sao.reproduce.readers import MissingMetric
 from sao.reproduce.stats import (

@@ -1,7 +1,7 @@
 """Pooling paired held-out differences over seeds: one interval for a preset's gain.
 
 Each run's summary keeps its paired eval as `difference`, `sd` and `n` (see
-`sao.evaluation.paired_difference`); the per-task differences themselves are not stored. Mean
+`sao.evaluation.stats.paired_difference`); the per-task differences themselves are not stored. Mean
 and sample SD of the union of the runs' differences follow exactly from those three numbers, so
 the pooled interval is the one `paired_difference` would print on all of them at once.
 """

@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from sao.durable import atomic_write_json, atomic_write_text
+from sao.plumbing.durable import atomic_write_json, atomic_write_text
 from sao.reproduce.claims import Claim, PairedMetric
 from sao.reproduce.readers import Metric, MissingMetric
 from sao.reproduce.runs import arms_of, run_dir_for, run_state

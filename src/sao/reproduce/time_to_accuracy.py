@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sao.durable import read_jsonl
+from sao.plumbing.durable import read_jsonl
 from sao.reproduce.readers import MissingMetric, read_summary
 
 CLAIMED_RATIO = 0.5

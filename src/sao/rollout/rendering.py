@@ -22,7 +22,7 @@ layouts. Chat: the template itself, with `tools=` (`apply_chat_template(messages
 add_generation_prompt=True)`). Plain, message by message: `system`/`user` content ending with a
 newline (added when missing), `tool` content inside the output tags (`<output>...</output>`, an
 observation as the environments write it), `assistant` content exactly as given, followed by each
-of its `tool_calls` in the tool-call format (`sao.tool_calls`; the tiny model's `<tool>{...}</tool>`).
+of its `tool_calls` in the tool-call format (`sao.formats.tool_calls`; the tiny model's `<tool>{...}</tool>`).
 The plain layout does not render `tools`: the tiny model learned its tools from its environments.
 A conversation continued after a sampled reply appends only the text between that reply and the
 next generation (token-in/token-out), cut out of the template's rendering with a sentinel.
@@ -36,8 +36,8 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from sao.tags import OUTPUT_CLOSE, OUTPUT_OPEN
-from sao.tool_calls import ToolCallFormat
+from sao.formats.tags import OUTPUT_CLOSE, OUTPUT_OPEN
+from sao.formats.tool_calls import ToolCallFormat
 
 # Stands in for an assistant message so the template's text after it can be cut out; a string no
 # template rewrites and no prompt contains.

@@ -1,7 +1,7 @@
 """Build a training run's rollout side from a config: the task stream and the scheduler.
 
 Shared by the local backend and the Ray actors, so both run exactly the same rollout code. The
-engine and agent loop under the scheduler come from `sao.agent_setup`, which evaluation uses too.
+engine and agent loop under the scheduler come from `sao.rollout.setup`, which evaluation uses too.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from sao.agent_setup import build_agent_loop
 from sao.config import SAOConfig
 from sao.envs.base import Task
 from sao.envs.registry import make_task_source
+from sao.rollout.setup import build_agent_loop
 from sao.runtime.scheduler import Scheduler
 from sao.runtime.transport import TrajectoryQueue, WeightChannel
 

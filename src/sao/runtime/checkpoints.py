@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sao.durable import atomic_write_text, fsync_dir, strict_dumps
-from sao.faults import pause_point
+from sao.plumbing.durable import atomic_write_text, fsync_dir, strict_dumps
+from sao.plumbing.faults import pause_point
 from sao.runtime.record import RunRecord
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sao.core.windows import ends, finite_mean
 from sao.envs.base import END_ANSWER, END_MAX_TOKENS, END_MAX_TURNS
-from sao.windows import ends, finite_mean
 
 MALFORMED = "malformed"
 NO_ANSWER = "no_answer"

@@ -37,8 +37,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from sao.plumbing.stopped import RunStopped
 from sao.rollout.agent_loop import END_ENV_ERROR
-from sao.stopped import RunStopped
 from sao.trajectory import Trajectory
 
 GROUP_ENV_ERROR = "group_env_error"

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from sao.config import ConfigError, SAOConfig, load_run_config
-from sao.durable import atomic_write_text, strict_dumps
+from sao.plumbing.durable import atomic_write_text, strict_dumps
 from sao.preflight import check_learner_ranks
 from sao.runtime.run_dir import check_writable, existing_run_files
 

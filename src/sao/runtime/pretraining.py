@@ -12,14 +12,14 @@ import time
 from tqdm import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from sao.agent_setup import build_agent_loop
 from sao.config import SAOConfig
 from sao.envs.registry import make_task_source
 from sao.learner.precision import resolve_device
 from sao.learner.value_pretrain import pretrain_value
 from sao.models.critic import ValueModel
+from sao.plumbing.stopped import RunStopped
+from sao.rollout.setup import build_agent_loop
 from sao.runtime.env_errors import is_env_error
-from sao.stopped import RunStopped
 from sao.trajectory import Trajectory
 
 _PRETRAIN_SEED_OFFSET = 7_919

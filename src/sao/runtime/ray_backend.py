@@ -28,7 +28,7 @@ from ray.util.queue import Empty, Queue
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.config import SAOConfig
-from sao.durable import atomic_write_json
+from sao.plumbing.durable import atomic_write_json
 from sao.runtime.run_dir import TrajectoryLog
 from sao.runtime.transport import LocalTrajectoryQueue
 from sao.trajectory import Trajectory

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from sao.config import SAOConfig
-from sao.durable import atomic_write_json, read_jsonl
 from sao.envs.registration import EnvRegistration
-from sao.evaluation import eval_resolution, paired_difference, resolution_line
+from sao.evaluation.stats import eval_resolution, paired_difference, resolution_line
+from sao.plumbing.durable import atomic_write_json, read_jsonl
 from sao.runtime.drift import drift_summary, drift_window
 from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics, save_run_report
 from sao.runtime.record import RunRecord

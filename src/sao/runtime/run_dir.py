@@ -15,7 +15,7 @@ Layout of `RUN_DIR/`:
                           behaviour drift (`sao.runtime.drift`)
 
 Logs are appended durably and a torn last line is cut off before the next append
-(`sao.durable`); on resume, metric rows of steps the checkpoint does not cover are
+(`sao.plumbing.durable`); on resume, metric rows of steps the checkpoint does not cover are
 removed, so `metrics.jsonl` steps keep increasing.
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from sao.config import ConfigError
-from sao.durable import (
+from sao.plumbing.durable import (
     atomic_write_json,
     iter_jsonl,
     open_jsonl_for_append,

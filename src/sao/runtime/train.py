@@ -31,14 +31,14 @@ from tqdm import tqdm
 from transformers import PreTrainedTokenizerBase
 
 from sao.config import SAOConfig
-from sao.durable import rewrite_jsonl
 from sao.envs.registration import EnvRegistration
 from sao.envs.registry import registration_for
-from sao.evaluation import evaluate
-from sao.faults import pause_point
+from sao.evaluation.held_out import evaluate
 from sao.learner.step import Learner
 from sao.models.lora import models_to_train, plain_copy
 from sao.models.policy import load_policy, save_policy
+from sao.plumbing.durable import rewrite_jsonl
+from sao.plumbing.faults import pause_point
 from sao.runtime.backends import make_backend
 from sao.runtime.checkpoints import load_latest_checkpoint, save_checkpoint
 from sao.runtime.drift import (

@@ -20,6 +20,7 @@ from transformers import PreTrainedTokenizerBase
 
 from sao.config import SAOConfig
 from sao.envs import make_env
+from sao.formats.tool_calls import ToolCallFormat, tool_call_format
 from sao.learner.precision import model_on_device
 from sao.learner.step import Learner
 from sao.models.lora import models_to_train, plain_copy
@@ -35,7 +36,6 @@ from sao.serve.learning import LiveLearner, load_checkpoint
 from sao.serve.limits import ConcurrencyGate, Limits, RateLimiter
 from sao.serve.metrics import ServeMetrics
 from sao.serve.store import Store
-from sao.tool_calls import ToolCallFormat, tool_call_format
 
 
 def checkpoint_dir_for(db_path: Path) -> Path:

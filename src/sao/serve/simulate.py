@@ -23,9 +23,9 @@ from typing import Any
 
 import httpx
 
-from sao.durable import strict_dumps
 from sao.envs import Task, make_env, make_task_source
 from sao.envs.registry import registration_for
+from sao.plumbing.durable import strict_dumps
 from sao.runtime.plots import plot_metrics, save_run_report
 
 SUPPORTED_ENVS = ("style_stream",)

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from sao.durable import strict_dumps
+from sao.plumbing.durable import strict_dumps
 from sao.runtime.plots import plot_metrics
 
 # `--agent` name -> the example file (in examples/agents/) that defines `run_episode`.

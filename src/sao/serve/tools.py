@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sao.formats.tool_calls import ToolCallFormat
 from sao.serve.protocol import ChatCompletionRequest, NamedToolChoice
-from sao.tool_calls import ToolCallFormat
 
 OFF, AUTO, REQUIRED, NAMED = "off", "auto", "required", "named"
 

@@ -26,7 +26,6 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.config import SFTConfig, load_config
 from sao.envs.registry import make_demonstrations
-from sao.faults import pause_point
 from sao.learner.chunking import packed_forward, packing_cost_for
 from sao.learner.precision import (
     enable_gradient_checkpointing,
@@ -36,6 +35,7 @@ from sao.learner.precision import (
 from sao.models.packed_attention import use_packed_attention
 from sao.models.policy import build_tiny_policy, load_policy, packed_inputs, save_policy
 from sao.models.tokenizer import build_tokenizer
+from sao.plumbing.faults import pause_point
 from sao.rollout.rendering import TurnRenderer
 from sao.warmstart.record import RECORD_FILE, options_beyond_defaults, write_record
 

@@ -31,7 +31,7 @@ from sao.envs.text_protocol import (
 )
 from sao.envs.tool_runner import PythonRunner, ToolOutcome, describe_result, sandbox_runner
 from sao.envs.turns import TurnLimitedEnvironment
-from sao.tags import ANSWER_CLOSE, PYTHON_CLOSE
+from sao.formats.tags import ANSWER_CLOSE, PYTHON_CLOSE
 
 logger = logging.getLogger(__name__)
 

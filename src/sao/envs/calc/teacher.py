@@ -33,7 +33,14 @@ from sao.envs.calc.env import CalcEnv
 from sao.envs.calc.problems import DIFFICULTIES, evaluate_expression
 from sao.envs.calc.tasks import CalcTaskSource
 from sao.envs.demonstration import TeacherTrajectory, Turn, probability
-from sao.tags import ANSWER_CLOSE, ANSWER_OPEN, OUTPUT_CLOSE, OUTPUT_OPEN, PYTHON_CLOSE, PYTHON_OPEN
+from sao.formats.tags import (
+    ANSWER_CLOSE,
+    ANSWER_OPEN,
+    OUTPUT_CLOSE,
+    OUTPUT_OPEN,
+    PYTHON_CLOSE,
+    PYTHON_OPEN,
+)
 
 DEFAULT_MENTAL_ACCURACY: dict[int, float] = {1: 0.5, 2: 0.15, 3: 0.05, 4: 0.1}
 _TOKEN = re.compile(r"\d+|[-+*/()]")

@@ -43,7 +43,7 @@ from sao.envs.code_repair.protocol import (
 from sao.envs.text_protocol import wrap_output
 from sao.envs.tool_runner import PythonRunner, describe_result, sandbox_runner
 from sao.envs.turns import TurnLimitedEnvironment
-from sao.tags import TOOL_CLOSE
+from sao.formats.tags import TOOL_CLOSE
 
 logger = logging.getLogger(__name__)
 

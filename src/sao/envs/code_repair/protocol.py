@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sao.tags import TOOL_CLOSE, TOOL_OPEN
+from sao.formats.tags import TOOL_CLOSE, TOOL_OPEN
 
 COMMANDS = ("view", "replace", "test", "submit")
 

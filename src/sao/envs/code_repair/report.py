@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from sao.core.windows import ends, finite_mean
 from sao.envs.base import END_MAX_TURNS
 from sao.envs.registration import RunReport
-from sao.windows import ends, finite_mean
 
 if TYPE_CHECKING:
     from sao.trajectory import Trajectory

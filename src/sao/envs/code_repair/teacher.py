@@ -36,7 +36,7 @@ from sao.envs.code_repair.env import CodeRepairEnv
 from sao.envs.code_repair.protocol import HARNESS_BODY, apply_replace, split_harness
 from sao.envs.code_repair.tasks import CodeRepairTaskSource
 from sao.envs.demonstration import TeacherTrajectory, Turn, probability
-from sao.tags import TOOL_CLOSE, TOOL_OPEN
+from sao.formats.tags import TOOL_CLOSE, TOOL_OPEN
 
 ATTEMPTS = ("correct", "wrong_fix", "wrong_line")
 

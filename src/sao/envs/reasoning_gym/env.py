@@ -18,7 +18,7 @@ from sao.envs.base import END_ANSWER, END_MAX_TURNS, StepResult, Task
 from sao.envs.reasoning_gym.tasks import check_dataset, entry_of
 from sao.envs.text_protocol import FORMAT_ERROR_MESSAGES, parse_action, wrap_output
 from sao.envs.turns import TurnLimitedEnvironment
-from sao.tags import ANSWER_CLOSE
+from sao.formats.tags import ANSWER_CLOSE
 
 
 class ReasoningGymEnv(TurnLimitedEnvironment):

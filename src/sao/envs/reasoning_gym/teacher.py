@@ -9,7 +9,7 @@ from typing import Any
 from sao.envs.demonstration import TeacherTrajectory, Turn
 from sao.envs.reasoning_gym.env import ReasoningGymEnv
 from sao.envs.reasoning_gym.tasks import ReasoningGymTaskSource
-from sao.tags import ANSWER_CLOSE, ANSWER_OPEN
+from sao.formats.tags import ANSWER_CLOSE, ANSWER_OPEN
 
 
 def corrupt(answer: str, rng: random.Random) -> str:

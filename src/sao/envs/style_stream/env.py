@@ -25,7 +25,7 @@ from sao.envs.base import END_ANSWER, END_MAX_TURNS, StepResult, Task
 from sao.envs.style_stream.judge import Judge, make_judge
 from sao.envs.text_protocol import FORMAT_ERROR_MESSAGES, parse_action, wrap_output
 from sao.envs.turns import TurnLimitedEnvironment
-from sao.tags import ANSWER_CLOSE
+from sao.formats.tags import ANSWER_CLOSE
 
 
 class StyleStreamEnv(TurnLimitedEnvironment):

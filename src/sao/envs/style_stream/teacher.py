@@ -23,7 +23,7 @@ from sao.envs.demonstration import TeacherTrajectory, Turn
 from sao.envs.style_stream.env import StyleStreamEnv
 from sao.envs.style_stream.styles import SUBJECTS
 from sao.envs.style_stream.tasks import StyleStreamTaskSource
-from sao.tags import ANSWER_CLOSE, ANSWER_OPEN
+from sao.formats.tags import ANSWER_CLOSE, ANSWER_OPEN
 
 REPLIES: dict[str, tuple[str, ...]] = {
     "cute": (

@@ -6,7 +6,7 @@ plain layout (tags are single tokens of its tokenizer):
     Q: 347*29+18=?
     <tool>{"name": "calculator", "arguments": {"expression": "347*29+18"}}</tool><output>10081</output><answer>10081</answer>
 
-The prompt is the user message; a call is written as `sao.tool_calls` renders it (format `sao`);
+The prompt is the user message; a call is written as `sao.formats.tool_calls` renders it (format `sao`);
 the tool's result comes back as `<output>RESULT</output>`, as the server renders a `role: tool`
 message, computed by `sao.envs.tool_calc.calculator.evaluate`. The final answer
 `<answer>NUMBER</answer>` is rewarded 1 on an exact numeric match and 0 otherwise. A reply that is
@@ -23,7 +23,7 @@ from sao.envs.text_protocol import wrap_output
 from sao.envs.tool_calc.calculator import evaluate
 from sao.envs.tool_calc.protocol import parse_reply
 from sao.envs.tool_runner import ToolOutcome
-from sao.tags import ANSWER_CLOSE, TOOL_CLOSE
+from sao.formats.tags import ANSWER_CLOSE, TOOL_CLOSE
 
 
 class ToolCalcEnv(NumericAnswerEnv):

@@ -1,7 +1,7 @@
 """Pure text rules of `tool_calc`: reading one reply, writing a call, scoring a final answer.
 
 A reply is either one call of the client-side function `calculator` in the tiny model's call
-format (`sao.tool_calls`, format `sao`) or a final answer `<answer>NUMBER</answer>`. These
+format (`sao.formats.tool_calls`, format `sao`) or a final answer `<answer>NUMBER</answer>`. These
 functions hold no state and do no I/O, so the environment and the example agents' clients read
 replies and score answers the same way.
 """
@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from sao.envs.base import Task
 from sao.envs.text_protocol import numbers_match, parse_number
-from sao.tags import ANSWER_CLOSE, ANSWER_OPEN, TOOL_OPEN
-from sao.tool_calls import tool_call_format
+from sao.formats.tags import ANSWER_CLOSE, ANSWER_OPEN, TOOL_OPEN
+from sao.formats.tool_calls import tool_call_format
 
 TOOL_NAME = "calculator"
 ARGUMENT = "expression"

@@ -20,7 +20,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sao.tags import TOOL_CLOSE, TOOL_OPEN
+from sao.formats.tags import TOOL_CLOSE, TOOL_OPEN
 
 
 @dataclass(frozen=True)

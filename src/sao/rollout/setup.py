@@ -3,7 +3,7 @@
 Everything a rollout needs from the config (the environment, the sampling settings, the engine
 kind, precision and device) is read here, once, so the training run's rollouts and every eval
 sample go through the same settings. It sits below `sao.runtime` (which schedules training
-rollouts with it) and `sao.evaluation`.
+rollouts with it) and `sao.evaluation.held_out`.
 """
 
 from __future__ import annotations
