@@ -56,11 +56,13 @@ def learning_rate_warning(config: SAOConfig, model: str | Path | None) -> str | 
 
     The defaults (actor 1e-4, critic 5e-4) are tuned for the 1.8M-parameter tiny policy; on a
     pretrained model they unlearn what it knew within a few steps (the paper trains at 1e-6 and
-    5e-6). The model is sized from its safetensors header, without loading it.
+    5e-6). The model is sized from its safetensors header, without loading it. LoRA is left
+    alone: its adapters start at zero and are commonly trained near ten times a full
+    fine-tuning rate, so the defaults are a choice there, not an oversight.
     """
     from sao.config import SAOConfig as Defaults
 
-    if not model:
+    if not model or config.model.lora.rank > 0:
         return None
     defaults = Defaults()
     if (config.actor.lr, config.critic.optim.lr) != (defaults.actor.lr, defaults.critic.optim.lr):

@@ -26,6 +26,8 @@ def test_the_tiny_rates_on_a_large_checkpoint_warn_and_rates_of_its_own_do_not(
     tuned = load_config("sao", None, ["actor.lr=2e-6", "critic.optim.lr=1e-5"])
     assert learning_rate_warning(tuned, bpe_qwen3_dense_dir) is None
     assert learning_rate_warning(load_config("sao", None, []), None) is None
+    lora = load_config("sao", None, [f"model.path={bpe_qwen3_dense_dir}", "model.lora.rank=8"])
+    assert learning_rate_warning(lora, lora.model.path) is None
 
 
 def test_unreadable_weights_are_left_to_the_model_loader(tmp_path):
