@@ -26,6 +26,7 @@ from sao.config import (
     load_config,
     load_run_config,
 )
+from sao.evaluation.scores_file import reusable_scores
 from sao.plumbing.stopped import RunStopped
 from sao.preflight import (
     check_engine,
@@ -159,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--baseline",
         help="a second saved policy scored on the same tasks; prints the paired difference",
+    )
+    ev.add_argument(
+        "--baseline-scores",
+        metavar="EVAL_JSON",
+        help="instead of --baseline: reuse the baseline scores of an earlier `--json` result "
+        "(refused unless scored with the same policy, tasks, seed and settings)",
     )
     ev.add_argument("--json", dest="json_path", help="also write the results as JSON")
     ev.add_argument(
@@ -408,26 +415,36 @@ def _eval(args: argparse.Namespace, prog: str) -> int:
         model = check_policy_dir(args.model, "--model")
     else:
         raise ConfigError("--model PATH or --run RUN_DIR is required")
+    n = args.n or config.train.eval_n
+    seed = config.train.seed if args.seed is None else args.seed
+    if args.baseline and args.baseline_scores:
+        raise ConfigError("--baseline and --baseline-scores: give one (scores reused, or scored)")
     if args.baseline:
         check_policy_dir(args.baseline, "--baseline")
+    baseline_scores = None
+    if args.baseline_scores:
+        baseline_scores = reusable_scores(
+            args.baseline_scores, config, n=n, seed=seed, samples=args.samples
+        )
     if args.json_path:
         check_output_file(args.json_path, "--json")
-    from sao.evaluation.held_out import (
-        run_eval_command,  # torch loads only after every check passed
-    )
+    # torch loads only after every check passed
+    from sao.evaluation.held_out import run_eval_command
     from sao.runtime.checkpoints import checkpoint_policy_state
 
     weights = checkpoint_policy_state(checkpoint) if checkpoint is not None else None
     return run_eval_command(
         config,
         model,
-        n=args.n or config.train.eval_n,
+        n=n,
         json_path=args.json_path,
-        seed=config.train.seed if args.seed is None else args.seed,
+        seed=seed,
         samples=args.samples,
         baseline=args.baseline,
         weights=weights,
         weights_from=str(checkpoint) if checkpoint is not None else None,
+        baseline_scores=baseline_scores,
+        baseline_scores_from=args.baseline_scores,
     )
 
 

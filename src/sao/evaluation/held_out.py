@@ -18,6 +18,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from sao.config import SAOConfig
 from sao.envs.registry import make_task_source
+from sao.evaluation.scores_file import scored_under
 from sao.evaluation.stats import accuracy_interval, paired_difference
 from sao.plumbing.durable import strict_dumps
 from sao.rollout.setup import build_agent_loop
@@ -122,13 +123,17 @@ def run_eval_command(
     baseline: str | Path | None = None,
     weights: dict[str, Any] | None = None,
     weights_from: str | None = None,
+    baseline_scores: dict[str, Any] | None = None,
+    baseline_scores_from: str | None = None,
 ) -> int:
     """`sao eval`: score a saved policy (and a baseline) under `config`; print, maybe write JSON.
 
     With `weights` (a policy `state_dict`, e.g. a run's checkpoint, named by `weights_from` in
     the result), the policy scored is `model` with those weights: `model` then only supplies
-    the architecture and tokenizer. The caller has checked the paths (`sao.preflight`); nothing
-    here runs before that.
+    the architecture and tokenizer. `baseline_scores` (an earlier eval's, checked by
+    `sao.evaluation.scores_file.reusable_scores`; read from `baseline_scores_from`) stand in for
+    scoring `baseline` again. Each result records what its scores depend on under `scored`.
+    The caller has checked the paths (`sao.preflight`); nothing here runs before that.
     """
     from sao.models.lora import with_weights
     from sao.models.policy import load_policy
@@ -145,13 +150,21 @@ def run_eval_command(
             policy = with_weights(policy, state, config.model.lora)
         return evaluate(policy, tokenizer, config, n, seed=seed, samples=samples, progress=True)
 
-    result = score(model, weights)
+    def record(path: str | Path) -> dict[str, Any]:
+        return scored_under(config, path, n=n, seed=seed, samples=samples)
+
+    result = {**score(model, weights), "scored": record(weights_from or model)}
     if weights_from is not None:
         result = {**result, "weights_from": weights_from}
     print(_summary_line(env, result))
-    if baseline is not None:
-        base = score(baseline)
+    base = None
+    if baseline_scores is not None:
+        base = {**baseline_scores, "scores_from": baseline_scores_from}
+        print(_summary_line(f"{env} baseline (scores of {baseline_scores_from})", base))
+    elif baseline is not None:
+        base = {**score(baseline), "scored": record(baseline)}
         print(_summary_line(f"{env} baseline", base))
+    if base is not None:
         paired = paired_difference(result["task_scores"], base["task_scores"])
         lo, hi = paired["difference_ci95"]
         print(
