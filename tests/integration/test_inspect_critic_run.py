@@ -36,8 +36,12 @@ def test_every_checkpoint_gets_its_critic_beside_the_ceiling(tiny_policy_dir, tm
         assert row["trajectories"] == 8
         assert len(row["ceiling_ev_95"]) == 2
         assert isinstance(row["critic_ev"], float)
-    assert out[-5].startswith("| step | logged EV (last 1 steps) | critic EV | ceiling EV (95%)")
+    header = (
+        "| step | logged EV (last 1 steps) | critic EV | ceiling EV (95%) | reward | replay gap"
+    )
+    assert [line for line in out if line.startswith("| step")][0].startswith(header)
     assert len([line for line in out if line.startswith("| ")]) == 4
+    assert all(len(row["replay_gap_95"]) == 2 for row in rows)
 
 
 def test_a_run_without_checkpoints_is_refused_in_one_line(tmp_path, capsys):

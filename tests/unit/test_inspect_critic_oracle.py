@@ -84,3 +84,32 @@ def test_openings_are_grouped_with_their_outcome_and_the_critics_later_values():
     assert groups["tok7"]["reward_mean"] == pytest.approx(0.5)
     assert groups["tok7"]["critic_value_mean"] == pytest.approx((0.7 + 0.5) / 2)
     assert groups["tok6"]["critic_value_mean"] == pytest.approx(0.1)
+
+
+def test_the_replay_gap_is_zero_when_endings_return_what_the_recording_did():
+    endings = {(0, 0, 3): [1.0, 0.0], (1, 0, 5): [1.0, 1.0], (2, 1, 4): [0.0, 0.0]}
+    recorded = {(0, 0, 3): 0.5, (1, 0, 5): 1.0, (2, 1, 4): 0.0}
+    gap = value_oracle.replay_gap(endings, recorded)
+    assert gap["replay_gap"] == 0.0 and gap["replay_gap_95"] == [0.0, 0.0]
+
+
+def test_endings_that_fail_where_the_recording_succeeded_fail_the_check_in_the_table():
+    from sao.analysis.critic_run import table
+
+    endings = {(i, 0, 2): [0.0, 1.0, 0.0, 0.0] for i in range(6)}
+    recorded = {key: 1.0 for key in endings}
+    gap = value_oracle.replay_gap(endings, recorded)
+    assert gap["replay_gap"] == pytest.approx(-0.75)
+    row = {
+        "step": 60,
+        "logged_ev": 0.1,
+        "critic_ev": 0.5,
+        "ceiling_ev": -1.0,
+        "ceiling_ev_95": [-2.0, 0.0],
+        "reward_mean": 1.0,
+        **gap,
+    }
+    lines = table([row], window=5).splitlines()
+    assert lines[2].endswith("| -0.750 (-0.750 to -0.750) |")
+    assert lines[-1].startswith("Replay check failed at step 60:")
+    assert "Replay check" not in table([{**row, "replay_gap_95": [-0.1, 0.1]}], window=5)

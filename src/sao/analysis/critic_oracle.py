@@ -148,6 +148,27 @@ def bootstrap_interval(
     return values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]
 
 
+def replay_gap(
+    endings: dict[tuple[int, int, int], list[float]], recorded: dict[tuple[int, int, int], float]
+) -> dict[str, Any]:
+    """The check that makes the ceiling a ceiling: endings sampled from a recorded trajectory's
+    prefix must return, on average, what the recorded trajectory itself returned from the same
+    token (it is one more ending of that prefix). `replay_gap` is the endings' mean minus the
+    recorded return, averaged over each trajectory's probes and then over trajectories, with a
+    95% interval over trajectories; one that excludes 0 means the endings are not drawn as the
+    recorded episodes were, and the ceiling computed from them is not a ceiling."""
+    per_trajectory: dict[int, list[float]] = {}
+    for key, returns in endings.items():
+        gap = sum(returns) / len(returns) - recorded[key]
+        per_trajectory.setdefault(key[0], []).append(gap)
+    gaps = [sum(v) / len(v) for v in per_trajectory.values()]
+    if len(gaps) < 2:
+        return {"replay_gap": math.nan, "replay_gap_95": [math.nan, math.nan]}
+    mean = sum(gaps) / len(gaps)
+    half = 1.96 * math.sqrt(sample_variance(gaps) / len(gaps))
+    return {"replay_gap": mean, "replay_gap_95": [mean - half, mean + half]}
+
+
 def action_positions(trajectory: Trajectory) -> list[int]:
     return [i for i, m in enumerate(trajectory.action_mask) if m]
 
@@ -341,6 +362,10 @@ def measure(
         )
     probed = [Probe(i, q, tuple(r)) for (i, q, _), r in grouped.items() if len(r) >= 2]
     result = oracle_explained_variance(token_returns, probed)
+    recorded_at = {
+        key: float(monte_carlo_returns(recorded[key[0]], gamma)[key[2]]) for key in grouped
+    }
+    result |= replay_gap(grouped, recorded_at)
     if critic is not None:
         result |= critic_report(critic, recorded, gamma, pad, tokenizer.convert_ids_to_tokens)
     # A check on the replay: endings drawn from the policy's own prefixes succeed, on average,

@@ -7,7 +7,9 @@ reports, on the same trajectories, the oracle's ceiling (`sao.analysis.critic_or
 critic could explain there) and the checkpoint's own critic's explained variance, measured as
 the learner measures it; beside them, the explained variance the run logged over its last
 `--window` learner steps up to that checkpoint (each step's on its own batch, before that step's
-critic updates).
+critic updates). The last column is the oracle's own check (`replay_gap`): endings of a recorded
+prefix should return what the recorded trajectory did from there; where its interval excludes 0
+the table says that the ceiling at that step is not one.
 
     sao inspect critic-ceiling run runs/calc_sao --trajectories 128
 """
@@ -71,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
             "ceiling_ev_95": result["ev_oracle_95"],
             "reward_mean": result["reward_mean"],
             "trajectories": result["trajectories"],
+            "replay_gap": result["replay_gap"],
+            "replay_gap_95": result["replay_gap_95"],
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -81,14 +85,26 @@ def run(args: argparse.Namespace) -> int:
 def table(rows: list[dict[str, Any]], window: int) -> str:
     """The rows as a Markdown table."""
     lines = [
-        f"| step | logged EV (last {window} steps) | critic EV | ceiling EV (95%) | reward |",
-        "|---|---|---|---|---|",
+        f"| step | logged EV (last {window} steps) | critic EV | ceiling EV (95%) | reward "
+        "| replay gap (95%) |",
+        "|---|---|---|---|---|---|",
     ]
+    failed = []
     for r in rows:
         low, high = r["ceiling_ev_95"]
+        gap_low, gap_high = r["replay_gap_95"]
         lines.append(
             f"| {r['step']} | {_fmt(r['logged_ev'])} | {_fmt(r['critic_ev'])} | "
-            f"{_fmt(r['ceiling_ev'])} ({_fmt(low)} to {_fmt(high)}) | {r['reward_mean']:.3f} |"
+            f"{_fmt(r['ceiling_ev'])} ({_fmt(low)} to {_fmt(high)}) | {r['reward_mean']:.3f} | "
+            f"{_fmt(r['replay_gap'])} ({_fmt(gap_low)} to {_fmt(gap_high)}) |"
+        )
+        if gap_low > 0 or gap_high < 0:
+            failed.append(str(r["step"]))
+    if failed:
+        lines.append(
+            f"\nReplay check failed at step {', '.join(failed)}: endings of the recorded "
+            "prefixes did not return what the recorded trajectories did, so the ceiling there "
+            "is not a ceiling."
         )
     return "\n".join(lines)
 
