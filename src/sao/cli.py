@@ -3,8 +3,8 @@
 Every command that runs a model takes its settings the same way (`--preset`, `--config`, `--set`,
 `--env`), and checks its inputs and outputs (`sao.preflight`) before any work. Bad input ends with
 one line on stderr and a non-zero exit; `--debug` (or `SAO_DEBUG=1`) shows the traceback instead.
-A run that stops itself on purpose (`sao.plumbing.stopped.RunStopped`, e.g. too many environment errors)
-ends the same way, with exit status 1.
+A run that stops itself on purpose (`sao.plumbing.stopped.RunStopped`, e.g. too many
+environment errors) ends the same way, with exit status 1.
 """
 
 from __future__ import annotations
