@@ -105,6 +105,9 @@ class LatencyConfig(_Section):
     """Cap on one step's extra time."""
     seed: int = 0
     """Added to each agent loop's own seed (the run's seed for training rollouts)."""
+    in_evals: bool = False
+    """Whether held-out evals (in a run and `sao eval`) wait too. Off: an eval scores what the
+    policy does, and the overlay changes only when episodes end, at minutes of wall time."""
 
     @field_validator("distribution", mode="before")
     @classmethod

@@ -91,3 +91,22 @@ def test_eval_every_s_is_refused_on_the_ray_backend(tiny_policy_dir):
 
     with pytest.raises(ConfigError, match="train.eval_every_s: only the local backend"):
         small_config(tiny_policy_dir, "train.backend=ray", "train.eval_every_s=10")
+
+
+def test_evals_at_steps_pause_the_rollout_side_too(tiny_policy_dir, tmp_path, monkeypatch):
+    # Without `train.eval_every_s` an eval is off the clock as well, so rollouts must not run on
+    # through it: the time-to-accuracy curves read evals at steps too.
+    calls: list[str] = []
+    pause, resume = LocalBackend.pause_rollout, LocalBackend.resume_rollout
+    monkeypatch.setattr(
+        LocalBackend, "pause_rollout", lambda self: (calls.append("pause"), pause(self))[1]
+    )
+    monkeypatch.setattr(
+        LocalBackend, "resume_rollout", lambda self: (calls.append("resume"), resume(self))[1]
+    )
+    config = small_config(tiny_policy_dir, "train.steps=2", "train.eval_every=1")
+    assert config.train.eval_every_s is None
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    train(config, run_dir, progress=False)
+    assert calls == ["pause", "resume"] * 2

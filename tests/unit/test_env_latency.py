@@ -197,3 +197,52 @@ def test_episodes_waiting_on_the_overlay_are_not_in_the_decode_batch(parts):
     assert 1 <= loop.decode_steps <= 4
     assert 1.0 <= loop.decoding_sum / loop.decode_steps <= 3.0
     assert len(clock.slept) >= 100
+
+
+def test_a_paused_loop_keeps_its_waits_for_after_the_pause(parts):
+    policy, tokenizer = parts
+    clock = FakeClock()
+    loop = AgentLoop(
+        RolloutEngine(policy, tokenizer, max_batch=8, seed=0),
+        tokenizer,
+        OneStepEnv,
+        SamplingParams(max_new_tokens=4),
+        max_tokens=200,
+        env_name="one_step",
+        env_workers=0,
+        env_latency=lambda: 2.0,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    loop.start("e0", Task(task_id="t", prompt="Q: 1+1=?\n", answer="2"), {"index": 0})
+    while not loop._delayed:
+        assert loop.step() == []
+    held_at = clock.now
+    loop.pause_waits()
+    clock.now += 30.0  # an eval off the training clock
+    loop.resume_waits()
+    finished: list[float] = []
+    while loop.num_in_flight:
+        finished += [clock.now for _ in loop.step()]
+    loop.close()
+    # The 2 s wait ran down after the pause, not during it.
+    assert finished == [pytest.approx(held_at + 30.0 + 2.0)]
+
+
+def test_held_out_evals_leave_the_overlay_out_unless_asked(parts, monkeypatch):
+    from sao.evaluation import held_out
+
+    policy, tokenizer = parts
+    built: list[bool] = []
+
+    def build(config, model, tokenizer, **kwargs):
+        built.append(kwargs["latency"])
+        raise StopIteration  # the loop's settings are all this test reads
+
+    monkeypatch.setattr(held_out, "build_agent_loop", build)
+    overlay = "env.latency={distribution: lognormal, median_s: 5.0}"
+    for in_evals in (False, True):
+        config = load_config("sao", None, [overlay, f"env.latency.in_evals={in_evals}"])
+        with pytest.raises(StopIteration):
+            held_out.evaluate(policy, tokenizer, config, n=2, seed=0)
+    assert built == [False, True]

@@ -41,7 +41,7 @@ def evaluate(
     """Sample `samples` trajectories for each of `n` held-out tasks of `config`'s environment.
 
     Sampling, budgets and environment options are `config`'s, through the same
-    `build_agent_loop` that training uses.
+    `build_agent_loop` that training uses; the latency overlay only with `env.latency.in_evals`.
 
     Returns:
         `accuracy` (mean reward), `accuracy_ci95` (Wilson with one sample per task, else a
@@ -63,6 +63,7 @@ def evaluate(
         version=version,
         max_batch=_EVAL_MAX_BATCH,
         for_training=False,
+        latency=config.env.latency.in_evals,
     )
     try:
         episodes = [

@@ -300,6 +300,20 @@ TOOL_LATENCY_OVERRIDES: tuple[str, ...] = (
 )
 
 
+# Claim (h_code_repair_latency)'s own size, whatever the budget: at the packaged 120 steps of 128 a
+# run takes 40-60 minutes on 2 cores before the overlay, too many for nine runs alone; at 40 steps
+# SAO had most of its gain (docs/notebook/2026-12-05-code-repair-slow-tools.md). Evals on 400
+# tasks, as the targets are gains of about 0.03 that 100 tasks cannot resolve, every 5 steps (and
+# none by training time, which would eval every few steps at this pace) so a crossing is
+# bracketed within 5 steps; each eval pauses the rollout side, the overlay's waits included.
+TOOL_LATENCY_STUDY: tuple[str, ...] = (
+    "train.steps=40",
+    "train.eval_every=5",
+    "train.eval_every_s=null",
+    "train.eval_n=400",
+)
+
+
 # GRPO at a quarter of the preset's learning rate. On code_repair the `grpo` preset (4 PPO updates
 # per batch at 1e-4) falls below its warm start and `grpo_dis` barely moves, so claim (h) there
 # had no reference that learns; this one gained on every seed measured
@@ -382,7 +396,7 @@ TIME_CLAIMS: dict[str, Claim] = {
             "code_repair",
             False,
             "On code_repair with tool calls of seconds (long, uneven episodes)",
-            extra=TOOL_LATENCY_OVERRIDES,
+            extra=TOOL_LATENCY_OVERRIDES + TOOL_LATENCY_STUDY,
             tag="_tools5s",
         ),
         # SAO with as many optimizer steps per batch as GRPO takes (4 DIS mini-batches): GRPO's

@@ -142,6 +142,7 @@ class AgentLoop:
         self._clock, self._sleep = clock, sleep
         # Environment results held back by the latency overlay: (release time, episode, eos, result).
         self._delayed: list[tuple[float, Episode, bool, Future]] = []
+        self._waits_paused_at: float | None = None
         self.env_latency_s = 0.0
         """Extra seconds the overlay has added over every environment step so far."""
         self.decode_s = 0.0
@@ -262,6 +263,22 @@ class AgentLoop:
         for future in [f for f in pending if f in done]:
             episode, ended_on_eos = self._env_pending.pop(future)
             self._after_env_step(episode, ended_on_eos, future)
+
+    def pause_waits(self) -> None:
+        """Stop the overlay's waits from running down until `resume_waits`: while the rollout
+        side is paused for an eval off the training clock, a tool call must not finish for free.
+        Call only while nothing steps the loop."""
+        if self._waits_paused_at is None:
+            self._waits_paused_at = self._clock()
+
+    def resume_waits(self) -> None:
+        """Let the overlay's waits run again, each held-back episode released as much later as
+        the pause lasted."""
+        if self._waits_paused_at is None:
+            return
+        paused = self._clock() - self._waits_paused_at
+        self._waits_paused_at = None
+        self._delayed = [(ready + paused, *rest) for ready, *rest in self._delayed]
 
     def _after_env_step(self, episode: Episode, ended_on_eos: bool, future: Future) -> None:
         """Act on an environment step now, or hold it back by the overlay's sampled latency."""

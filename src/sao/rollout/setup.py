@@ -47,6 +47,7 @@ def build_agent_loop(
     version: int = 0,
     max_batch: int | None = None,
     for_training: bool = True,
+    latency: bool = True,
 ) -> AgentLoop:
     """An engine (`rollout.engine`, its own copy of `policy`, in `rollout.precision`, on
     `rollout.engine_device`) driven by an agent loop; for training, sampling settings the learner
@@ -55,6 +56,7 @@ def build_agent_loop(
     The one place a config becomes engine and agent-loop arguments: training, value pretraining
     and every eval sample under the same settings. `max_batch` defaults to `rollout.concurrency`;
     an eval (`for_training=False`) may sample with any setting, since nothing is learnt from it.
+    `latency=False` leaves the latency overlay out.
     """
     sampling = sampling_params(config)
     try:
@@ -85,7 +87,7 @@ def build_agent_loop(
         max_tokens=config.env.max_tokens,
         env_name=config.env.name,
         env_workers=config.rollout.env_workers,
-        env_latency=env_latency(config, seed),
+        env_latency=env_latency(config, seed) if latency else None,
     )
 
 

@@ -236,14 +236,17 @@ class LocalBackend:
 
     def pause_rollout(self) -> None:
         """Stop generating (e.g. during a held-out eval) until `resume_rollout`; in-flight
-        trajectories keep their state, and the paused time does not count as the engine's."""
+        trajectories keep their state, and the paused time does not count as the engine's, nor
+        does it run down the latency overlay's waits."""
         self.rollout.pause()
+        self.scheduler.loop.pause_waits()
         self._paused_at = time.perf_counter()
 
     def resume_rollout(self) -> None:
         if self._paused_at is not None:
             self.scheduler.stats.paused_s += time.perf_counter() - self._paused_at
             self._paused_at = None
+        self.scheduler.loop.resume_waits()
         self.rollout.resume()
 
     def rollout_stats(self) -> dict[str, Any]:

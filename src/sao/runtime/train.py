@@ -369,10 +369,12 @@ class _RunSink:
 
 
 def _eval_off_the_clock(run: Run, backend: Backend, pace: Pace) -> dict[str, float]:
-    """A held-out eval whose time is taken off the training clock; with `train.eval_every_s`
-    set, the rollout side is paused for it, so nothing trains or samples on eval time."""
+    """A held-out eval whose time is taken off the training clock. The local backend pauses its
+    rollout side for it, so nothing trains or samples on eval time; the Ray backend cannot pause,
+    so there the engine samples on while the clock stands (which is why it refuses
+    `train.eval_every_s`)."""
     config, record = run.config, run.record
-    pause = config.train.eval_every_s is not None
+    pause = config.train.backend == "local"
     started = time.perf_counter()
     if pause:
         backend.pause_rollout()
