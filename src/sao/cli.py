@@ -298,25 +298,28 @@ def _import_modules(modules: Sequence[str]) -> None:
             raise ConfigError(f"--import {module}: {err}") from None
 
 
-def _config_from(args: argparse.Namespace, prog: str, extra: Sequence[str] = ()) -> SAOConfig:
+def _config_from(
+    args: argparse.Namespace, prog: str, extra: Sequence[str] = (), trains: bool = True
+) -> SAOConfig:
     """The config of `--preset`, `--config`, `--env`, `--set` (+ `extra`), checked before use."""
     overrides = list(args.overrides)
     if args.env:
         overrides.insert(0, f"env.name={args.env}")
     config = load_config(args.preset, args.config_path, [*overrides, *extra])
-    _check_config(config, prog)
+    _check_config(config, prog, trains)
     return config
 
 
-def _check_config(config: SAOConfig, prog: str) -> None:
-    """What every command refuses alike; warns of each algorithm setting the preset did not set."""
+def _check_config(config: SAOConfig, prog: str, trains: bool = True) -> None:
+    """What every command refuses alike; for a command that `trains` with the algorithm, warns
+    of each algorithm setting the preset did not set (`sao eval` and `sao sft` use none)."""
     check_env(config)
     check_engine(config)
     if config.model.path:
         check_policy_dir(config.model.path, "model.path")
     if config.model.warm_start_from and not config.model.path:
         check_policy_dir(config.model.warm_start_from, "model.warm_start_from")
-    for line in algorithm_overrides(config):
+    for line in algorithm_overrides(config) if trains else ():
         print(f"{prog}: warning: {line}", file=sys.stderr)
 
 
@@ -377,7 +380,8 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
 
 
 def _sft(args: argparse.Namespace, prog: str) -> int:
-    config = _config_from(args, prog, [f"sft.steps={args.steps}"] if args.steps else [])
+    steps = [f"sft.steps={args.steps}"] if args.steps else []
+    config = _config_from(args, prog, steps, trains=False)
     out = check_output_dir(args.out or config.warm_start_dir(), "--out")
     seed = config.train.seed if args.seed is None else args.seed
     from sao.warmstart import (
@@ -403,7 +407,7 @@ def _eval(args: argparse.Namespace, prog: str) -> int:
     if args.run:
         _refuse_with(args, "--run", "it evaluates under the run's own config.yaml")
         config = load_run_config(args.run, [*args.overrides, *extra])
-        _check_config(config, prog)
+        _check_config(config, prog, trains=False)
         if args.step is not None:
             checkpoint, model = _checkpoint_and_its_model(Path(args.run), args.step, config)
         elif args.model:
@@ -411,7 +415,7 @@ def _eval(args: argparse.Namespace, prog: str) -> int:
         else:
             model = check_policy_dir(Path(args.run) / "policy", "--run")
     elif args.model:
-        config = _config_from(args, prog, extra)
+        config = _config_from(args, prog, extra, trains=False)
         model = check_policy_dir(args.model, "--model")
     else:
         raise ConfigError("--model PATH or --run RUN_DIR is required")

@@ -124,6 +124,18 @@ def test_an_algorithm_override_is_named_on_stderr(capsys):
     assert captured.err == "sao config: warning: algo.eps_high=0.3 overrides preset grpo's 0.28\n"
 
 
+@pytest.mark.parametrize("command", ["eval", "sft"])
+def test_commands_that_do_not_train_with_the_algorithm_name_no_override(command, capsys, tmp_path):
+    # The config is read and checked before a missing model or a taken output stops the command.
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    args = ["--model", str(tmp_path / "absent")] if command == "eval" else ["--out", str(taken)]
+    code = main([command, "--preset", "grpo", "--set", "algo.eps_high=0.3", *args])
+    err = capsys.readouterr().err
+    assert code != 0 and ("absent" in err or "taken" in err)
+    assert "overrides preset" not in err
+
+
 def test_presets_lists_each_preset_with_its_description(capsys):
     assert main(["presets"]) == 0
     lines = capsys.readouterr().out.splitlines()
