@@ -43,6 +43,16 @@ class ScriptedEnv(Environment):
         return StepResult("<output>ok</output>", 0.0, False, {"tool_called": True})
 
 
+class TimingOutToolEnv(ScriptedEnv):
+    """Its first tool call times out, as a sandbox under load does; the second answers."""
+
+    def step(self, action_text: str) -> StepResult:
+        result = super().step(action_text)
+        if self.turn == 1:
+            return replace(result, info={**result.info, "tool_error": "timeout"})
+        return result
+
+
 @pytest.fixture(scope="module")
 def parts():
     torch.manual_seed(0)
@@ -66,6 +76,7 @@ def test_observations_are_inserted_with_mask_zero(parts, env_workers):
     obs = tokenizer.encode("<output>ok</output>", add_special_tokens=False)
     assert traj.reward == 1.0 and traj.metadata["end_reason"] == "answer"
     assert traj.metadata["turns"] == 3 and traj.metadata["tool_calls"] == 2
+    assert traj.metadata["tool_errors"] == 0
     assert traj.metadata["index"] == 7
     assert traj.metadata["info"] == {"end_reason": "answer", "history": ["a", 2]}
     assert traj.turn_rewards is None  # no action rewards: the outcome is the only reward
@@ -130,3 +141,10 @@ def test_a_crashing_environment_ends_only_its_own_episode(parts):
     # The reset failure sampled nothing: no trajectory, but it is reported, not lost.
     assert [d["index"] for d in loop.dropped] == [1]
     assert loop.env_errors == 2
+
+
+def test_failed_tool_calls_are_counted_apart_from_calls(parts):
+    loop = make_loop(parts, lambda: TimingOutToolEnv(end_on_turn=3))
+    (traj,) = loop.run([("e0", TASK, {})])
+    loop.close()
+    assert (traj.metadata["tool_calls"], traj.metadata["tool_errors"]) == (2, 1)

@@ -1,6 +1,7 @@
 """`sao inspect critic-ceiling oracle`: the explained variance a perfect critic reaches, from the return
 variance left at probed prefixes."""
 
+import math
 import random
 
 import pytest
@@ -113,3 +114,12 @@ def test_endings_that_fail_where_the_recording_succeeded_fail_the_check_in_the_t
     assert lines[2].endswith("| -0.750 (-0.750 to -0.750) |")
     assert lines[-1].startswith("Replay check failed at step 60:")
     assert "Replay check" not in table([{**row, "replay_gap_95": [-0.1, 0.1]}], window=5)
+
+
+def test_tool_errors_are_counted_per_tool_call():
+    def trajectory(calls: int, errors: int) -> Trajectory:
+        meta = {"tool_calls": calls, "tool_errors": errors}
+        return Trajectory([5, 6], [0, 1], [0.0, -0.1], [-1, 0], 1.0, metadata=meta)
+
+    assert value_oracle.tool_errors_per_call([trajectory(3, 1), trajectory(1, 0)]) == 0.25
+    assert math.isnan(value_oracle.tool_errors_per_call([trajectory(0, 0)]))

@@ -169,6 +169,14 @@ def replay_gap(
     return {"replay_gap": mean, "replay_gap_95": [mean - half, mean + half]}
 
 
+def tool_errors_per_call(trajectories: Sequence[Trajectory]) -> float:
+    """Failed tool calls (timeouts, crashes: the environment's `tool_error`) over tool calls; an
+    ending counts only the calls made after its prefix. NaN without a tool call."""
+    calls = sum(t.metadata.get("tool_calls", 0) for t in trajectories)
+    errors = sum(t.metadata.get("tool_errors", 0) for t in trajectories)
+    return errors / calls if calls else math.nan
+
+
 def action_positions(trajectory: Trajectory) -> list[int]:
     return [i for i, m in enumerate(trajectory.action_mask) if m]
 
@@ -374,6 +382,12 @@ def measure(
         name: sum(sum(p.returns) / len(p.returns) for p in probed if p.quarter == q)
         / max(sum(p.quarter == q for p in probed), 1)
         for q, name in enumerate(QUARTERS)
+    }
+    # Where a replay gap comes from: endings run many more episodes at once than the recorded
+    # ones did, so a tool with a wall-clock limit may fail more often under that load.
+    result["tool_errors_per_call"] = {
+        "recorded": tool_errors_per_call(recorded),
+        "endings": tool_errors_per_call(endings),
     }
     low, high = bootstrap_interval(token_returns, probed, seed=seed)
     return {

@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
             "trajectories": result["trajectories"],
             "replay_gap": result["replay_gap"],
             "replay_gap_95": result["replay_gap_95"],
+            "tool_errors_per_call": result["tool_errors_per_call"],
         }
         rows.append(row)
         print(json.dumps(row), flush=True)

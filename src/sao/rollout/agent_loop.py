@@ -67,6 +67,8 @@ class Episode:
     # One per environment step (`StepResult.action_reward`), in turn order.
     action_rewards: list[float] = field(default_factory=list)
     tool_calls: int = 0
+    # Tool calls the environment reports as failed (`info["tool_error"]`: a timeout, a crash).
+    tool_errors: int = 0
     format_errors: int = 0
     started_at: float = field(default_factory=time.time)
     last_info: dict[str, Any] = field(default_factory=dict)
@@ -316,6 +318,7 @@ class AgentLoop:
             )
             return
         episode.tool_calls += int(bool(result.info.get("tool_called")))
+        episode.tool_errors += int(bool(result.info.get("tool_error")))
         episode.action_rewards.append(result.action_reward)
         episode.format_errors += int(bool(result.info.get("format_error")))
         episode.last_info = {k: v for k, v in result.info.items() if _is_plain(v)}
@@ -340,6 +343,7 @@ class AgentLoop:
             "end_reason": end_reason,
             "turns": len(episode.turn_spans),
             "tool_calls": episode.tool_calls,
+            "tool_errors": episode.tool_errors,
             "format_errors": episode.format_errors,
             # The environment's last step info (scalars only), e.g. a judge's verdict.
             "info": episode.last_info,
