@@ -282,9 +282,9 @@ class TrainConfig(_Section):
     eval_every_s: float | None = Field(None, gt=0.0, le=1e7)
     """Also a held-out eval at the first step boundary after every N seconds of training time
     (None: none). Training time (`time/train_s` in metrics.jsonl) is the RL loop's wall time
-    with every eval taken out; with this set, the rollout side is paused during every eval, so
-    no trajectory is sampled on eval time either (`time/eval_s`, `time/eval_total_s` report
-    it). Local backend only."""
+    with every eval taken out; on the local backend the rollout side is paused during every
+    eval, so no trajectory is sampled on eval time either (`time/eval_s`, `time/eval_total_s`
+    report it). Local backend only."""
     eval_n: int = Field(200, ge=1)
     """Held-out tasks per eval."""
     eval_effect: float = Field(0.10, gt=0.0, le=1.0)
