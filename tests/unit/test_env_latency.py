@@ -122,10 +122,12 @@ def parts():
     return build_tiny_policy(tokenizer, seed=0), tokenizer
 
 
-def _run(parts, latency, episodes, env_workers):
+TASK = Task(task_id="t", prompt="Q: 1+1=?\n", answer="2")
+
+
+def _loop(parts, latency, env_workers, clock: FakeClock) -> AgentLoop:
     policy, tokenizer = parts
-    clock = FakeClock()
-    loop = AgentLoop(
+    return AgentLoop(
         RolloutEngine(policy, tokenizer, max_batch=8, seed=0),
         tokenizer,
         OneStepEnv,
@@ -137,9 +139,13 @@ def _run(parts, latency, episodes, env_workers):
         clock=clock,
         sleep=clock.sleep,
     )
-    task = Task(task_id="t", prompt="Q: 1+1=?\n", answer="2")
+
+
+def _run(parts, latency, episodes, env_workers):
+    clock = FakeClock()
+    loop = _loop(parts, latency, env_workers, clock)
     for k in range(episodes):
-        loop.start(f"e{k}", task, {"index": k})
+        loop.start(f"e{k}", TASK, {"index": k})
     finished: list[tuple[float, str]] = []
     while loop.num_in_flight:
         finished += [
@@ -200,21 +206,9 @@ def test_episodes_waiting_on_the_overlay_are_not_in_the_decode_batch(parts):
 
 
 def test_a_paused_loop_keeps_its_waits_for_after_the_pause(parts):
-    policy, tokenizer = parts
     clock = FakeClock()
-    loop = AgentLoop(
-        RolloutEngine(policy, tokenizer, max_batch=8, seed=0),
-        tokenizer,
-        OneStepEnv,
-        SamplingParams(max_new_tokens=4),
-        max_tokens=200,
-        env_name="one_step",
-        env_workers=0,
-        env_latency=lambda: 2.0,
-        clock=clock,
-        sleep=clock.sleep,
-    )
-    loop.start("e0", Task(task_id="t", prompt="Q: 1+1=?\n", answer="2"), {"index": 0})
+    loop = _loop(parts, lambda: 2.0, 0, clock)
+    loop.start("e0", TASK, {"index": 0})
     while not loop._delayed:
         assert loop.step() == []
     held_at = clock.now
