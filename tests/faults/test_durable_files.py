@@ -124,3 +124,22 @@ def test_a_checkpoint_from_before_record_json_still_resumes(tmp_path):
     assert state["version"] == 3 and record.step == 3
     assert record.trained_indices == [0, 1, 2] and record.settled() == {0, 1, 2, 5}
     assert record.initial_eval == record.last_eval == evaluation
+
+
+def test_a_full_disk_is_named_and_leaves_no_partial_checkpoint(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    save_checkpoint(tmp_path, 2, _state(2), RunRecord(step=2), keep=5)
+
+    def full_disk(obj, path):
+        path.write_bytes(b"partial")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 10 vs 8")
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(torch, "save", full_disk)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(100, 100, 0))
+    with pytest.raises(OSError, match="no space left on the disk of .* for checkpoint step_4"):
+        save_checkpoint(tmp_path, 4, _state(4), RunRecord(step=4), keep=5)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["latest", "step_2"]

@@ -10,6 +10,7 @@ with one warning line, past any that cannot be read.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     import torch
 
 _PREFIX = "step_"
+_DISK_FULL_BYTES = 64 * 2**20
 
 
 def checkpoint_root(run_dir: Path) -> Path:
@@ -69,7 +71,19 @@ def save_checkpoint(
     tmp.mkdir()
     import torch  # here, not above: the CLI checks a run's checkpoints before torch loads
 
-    torch.save(learner_state, tmp / "learner.pt")
+    try:
+        torch.save(learner_state, tmp / "learner.pt")
+    except (RuntimeError, OSError) as err:
+        free = shutil.disk_usage(root).free
+        shutil.rmtree(tmp, ignore_errors=True)
+        if free < _DISK_FULL_BYTES:  # torch names a full disk only as a failed write position
+            raise OSError(
+                errno.ENOSPC,
+                f"no space left on the disk of {root} for checkpoint step_{step} "
+                f"({free / 2**20:.0f} MiB free); free some (train.keep_checkpoints keeps fewer) "
+                f"and continue with `sao train --resume {run_dir}`",
+            ) from err
+        raise
     with (tmp / "learner.pt").open("rb+") as handle:
         os.fsync(handle.fileno())
     _write_synced(tmp / "record.json", (strict_dumps(record.to_dict()) + "\n").encode())
