@@ -383,8 +383,8 @@ def measure(
         / max(sum(p.quarter == q for p in probed), 1)
         for q, name in enumerate(QUARTERS)
     }
-    # Where a replay gap comes from: endings run many more episodes at once than the recorded
-    # ones did, so a tool with a wall-clock limit may fail more often under that load.
+    # Endings run many more episodes at once than the recordings did: a tool with a wall-clock
+    # limit failing more often under that load would show here (it did not explain calc's gap).
     result["tool_errors_per_call"] = {
         "recorded": tool_errors_per_call(recorded),
         "endings": tool_errors_per_call(endings),
