@@ -63,6 +63,19 @@ def test_evals_by_training_time_are_off_the_clock(tiny_policy_dir, tmp_path):
     tokens = sum(r["learner/rank_tokens_total"] for r in steps)
     assert summary["learner_tokens_per_s"] == pytest.approx(tokens / sum(learner_s))
     assert 0.1 < summary["peak_rss_gb"] < 64
+    phases = summary["peak_rss_gb_by_phase"]
+    if phases:  # empty where the kernel does not let a process reset its high-water mark
+        assert set(phases) == {
+            "warm_start",
+            "loading",
+            "value_pretraining",
+            "evals",
+            "training",
+            "checkpoints",
+            "saving_policy",
+        }
+        assert max(phases.values()) <= summary["peak_rss_gb"]
+        assert all(v > 0.1 for v in phases.values())
 
 
 def test_a_paused_rollout_samples_nothing_until_resumed(tiny_policy_dir):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import resource
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ from sao.config import SAOConfig
 from sao.envs.registration import EnvRegistration
 from sao.evaluation.stats import eval_resolution, paired_difference, resolution_line
 from sao.plumbing.durable import atomic_write_json, read_jsonl
+from sao.plumbing.memory import PhasePeaks
 from sao.runtime.drift import drift_summary, drift_window
 from sao.runtime.plots import PRETRAIN_PANELS, plot_metrics, save_run_report
 from sao.runtime.record import RunRecord
@@ -36,6 +36,7 @@ def write_report(
     registration: EnvRegistration,
     wall_s: float,
     in_flight: int,
+    memory: PhasePeaks,
 ) -> dict[str, Any]:
     """Draw the plots and write `summary.json`; returns the summary."""
     rows = read_metrics(run_dir)
@@ -43,7 +44,7 @@ def write_report(
     curve = read_jsonl(run_dir / "value_pretrain.jsonl")
     if curve:
         plot_metrics(curve, run_dir / "plots", panels=PRETRAIN_PANELS)
-    summary = summarize(config, run_dir, record, wall_s, in_flight)
+    summary = summarize(config, run_dir, record, wall_s, in_flight, memory)
     gain = summary["accuracy_gain"]
     if gain is not None:
         resolution = eval_resolution(gain, config.train.eval_effect)
@@ -59,7 +60,12 @@ def write_report(
 
 
 def summarize(
-    config: SAOConfig, run_dir: Path, record: RunRecord, wall_s: float, in_flight: int
+    config: SAOConfig,
+    run_dir: Path,
+    record: RunRecord,
+    wall_s: float,
+    in_flight: int,
+    memory: PhasePeaks,
 ) -> dict[str, Any]:
     """The summary fields: accuracies with intervals, their paired gain, wall time, counts."""
     initial, final = record.initial_eval, record.last_eval
@@ -91,8 +97,9 @@ def summarize(
         "in_flight_abandoned": in_flight,
         **_learner_pace(read_metrics(run_dir)),
         # This process's own peak (a resumed run: this invocation's; Ray actors and learner
-        # ranks are other processes).
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        # ranks are other processes), and the peak of each part of the run (`PhasePeaks`).
+        "peak_rss_gb": memory.peak_gb(),
+        "peak_rss_gb_by_phase": memory.by_phase(),
     }
 
 

@@ -39,6 +39,7 @@ from sao.models.lora import models_to_train, plain_copy
 from sao.models.policy import load_policy, save_policy
 from sao.plumbing.durable import rewrite_jsonl
 from sao.plumbing.faults import pause_point
+from sao.plumbing.memory import PhasePeaks
 from sao.runtime.backends import make_backend
 from sao.runtime.checkpoints import load_latest_checkpoint, save_checkpoint
 from sao.runtime.drift import (
@@ -76,6 +77,7 @@ class Run:
     registration: EnvRegistration
     drift: DriftMonitor
     env_errors: EnvErrorWatch
+    memory: PhasePeaks
 
 
 @dataclass
@@ -107,9 +109,10 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
     `wall_s` and `sessions.json` count it.
     """
     clock = RunClock(run_dir)
-    run, backlog = _begin(
-        config, run_dir, resume, progress, clock, starting_policy(config, progress)
-    )
+    memory = PhasePeaks()
+    with memory.phase("warm_start"):
+        start = starting_policy(config, progress)
+    run, backlog = _begin(config, run_dir, resume, progress, clock, start, memory)
     try:
         return _train_and_finish(run, backlog, progress)
     finally:
@@ -117,7 +120,7 @@ def train(config: SAOConfig, run_dir: Path, resume: bool = False, progress: bool
 
 
 def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
-    config, run_dir = run.config, run.run_dir
+    config = run.config
     if run.learner.version >= config.train.steps:  # a finished run resumed: report again only
         if run.record.eval_accuracy_at_step is None:
             # Its checkpoint had no eval at its own step (`--steps` lowered on resume): the
@@ -127,8 +130,16 @@ def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
             _checkpoint(run)
         run.log.close()
         return _finish(run, in_flight=0)
+    with run.memory.phase("training"):
+        in_flight = _train_with_backend(run, backlog, progress)
+    return _finish(run, in_flight)
+
+
+def _train_with_backend(run: Run, backlog: Backlog, progress: bool) -> int:
+    """The training steps, with the rollout side started for them and closed after; returns
+    how many episodes were still in flight when the last step was taken."""
+    config, run_dir = run.config, run.run_dir
     backend: Backend | None = None
-    in_flight = 0
     try:
         backend = make_backend(
             config,
@@ -148,12 +159,11 @@ def _train_and_finish(run: Run, backlog: Backlog, progress: bool) -> dict:
             progress,
             Pace.resumed(run.run_dir, backlog.start_index - backlog.abandoned),
         )
-        in_flight = backend.rollout_stats()["in_flight"]
+        return int(backend.rollout_stats()["in_flight"])
     finally:
         if backend is not None:
             backend.close()
         run.log.close()
-    return _finish(run, in_flight)
 
 
 def held_out_eval(learner: LearnerHandle, tokenizer: Any, config: SAOConfig) -> dict[str, Any]:
@@ -170,26 +180,35 @@ def held_out_eval(learner: LearnerHandle, tokenizer: Any, config: SAOConfig) -> 
 
 # ---------------------------------------------------------------------------------- set-up
 def _begin(
-    config: SAOConfig, run_dir: Path, resume: bool, progress: bool, clock: RunClock, start: Path
+    config: SAOConfig,
+    run_dir: Path,
+    resume: bool,
+    progress: bool,
+    clock: RunClock,
+    start: Path,
+    memory: PhasePeaks,
 ) -> tuple[Run, Backlog]:
     """Policy, learner and record, from the newest intact checkpoint or from scratch."""
     torch.manual_seed(config.train.seed)
-    policy, tokenizer = load_policy(start)
-    clock.beat()
-    checkpoint = load_latest_checkpoint(run_dir) if resume else None
-    policy, critic = models_to_train(policy, config.model.lora, config.critic.enabled)
+    with memory.phase("loading"):
+        policy, tokenizer = load_policy(start)
+        clock.beat()
+        checkpoint = load_latest_checkpoint(run_dir) if resume else None
+        policy, critic = models_to_train(policy, config.model.lora, config.critic.enabled)
     value_pretrain_s = 0.0
     if checkpoint is None and critic is not None and config.critic.pretrain.num_trajectories:
         pause_point("value-pretraining")
         started = time.perf_counter()
-        curve = run_value_pretraining(config, policy, tokenizer, critic, progress)
+        with memory.phase("value_pretraining"):
+            curve = run_value_pretraining(config, policy, tokenizer, critic, progress)
         value_pretrain_s = time.perf_counter() - started
         rewrite_jsonl(run_dir / "value_pretrain.jsonl", curve)
         clock.beat()
-    learner = build_learner(policy, config, critic, tokenizer.pad_token_id)
+    with memory.phase("loading"):
+        learner = build_learner(policy, config, critic, tokenizer.pad_token_id)
     try:
         return _set_up_run(
-            config, run_dir, resume, clock, learner, tokenizer, checkpoint, value_pretrain_s
+            config, run_dir, resume, clock, learner, tokenizer, checkpoint, memory, value_pretrain_s
         )
     except BaseException:
         close_learner(learner)
@@ -204,6 +223,7 @@ def _set_up_run(
     learner: Learner | LearnerRanks,
     tokenizer: PreTrainedTokenizerBase,
     checkpoint: tuple[dict[str, Any], RunRecord] | None,
+    memory: PhasePeaks,
     value_pretrain_s: float = 0.0,
 ) -> tuple[Run, Backlog]:
     """The run around a built learner: restored from `checkpoint` when there is one, else given
@@ -211,7 +231,8 @@ def _set_up_run(
     and `time/value_pretrain_s`, the seconds value pretraining took before it)."""
     record = RunRecord()
     if checkpoint is not None:
-        learner.load_state_dict(checkpoint[0])
+        with memory.phase("loading"):
+            learner.load_state_dict(checkpoint[0])
         record = checkpoint[1]
     # Rows of steps the checkpoint does not cover are replayed, so they are removed first.
     keep_through = (record.step if checkpoint is not None else -1) if resume else None
@@ -238,9 +259,11 @@ def _set_up_run(
         registration_for(config.env.name),
         drift,
         env_errors,
+        memory,
     )
     if record.initial_eval is None:
-        record.initial_eval = record.last_eval = held_out_eval(learner, tokenizer, config)
+        with memory.phase("evals"):
+            record.initial_eval = record.last_eval = held_out_eval(learner, tokenizer, config)
         record.eval_accuracy_at_step = record.initial_eval["accuracy"]
         log.log(
             0,
@@ -379,7 +402,8 @@ def _eval_off_the_clock(run: Run, backend: Backend, pace: Pace) -> dict[str, flo
     if pause:
         backend.pause_rollout()
     try:
-        record.last_eval = held_out_eval(run.learner, run.tokenizer, config)
+        with run.memory.phase("evals"):
+            record.last_eval = held_out_eval(run.learner, run.tokenizer, config)
     finally:
         if pause:
             backend.resume_rollout()
@@ -402,13 +426,15 @@ def _watch_drift(run: Run, row: dict[str, Any]) -> None:
 
 
 def _checkpoint(run: Run) -> None:
-    save_checkpoint(
-        run.run_dir,
-        run.learner.version,
-        run.learner.state_dict(),
-        run.record,
-        keep=run.config.train.keep_checkpoints,
-    )
+    with run.memory.phase("checkpoints"):
+        save_checkpoint(
+            run.run_dir,
+            run.learner.version,
+            # Written before the next step, so the learner's own tensors, not a copy of them.
+            run.learner.state_dict(snapshot=False),
+            run.record,
+            keep=run.config.train.keep_checkpoints,
+        )
 
 
 # ---------------------------------------------------------------------------------- reporting
@@ -416,7 +442,14 @@ def _finish(run: Run, in_flight: int) -> dict[str, Any]:
     """Save the trained policy (like a warm start: `sao eval --model RUN_DIR/policy`, or another
     run's `model.path`), then plots and `summary.json`."""
     # A plain checkpoint, adapters merged, that transformers and `sao eval --model` load as is.
-    save_policy(plain_copy(run.learner.policy), run.tokenizer, run.run_dir / "policy")
+    with run.memory.phase("saving_policy"):
+        save_policy(plain_copy(run.learner.policy), run.tokenizer, run.run_dir / "policy")
     return write_report(
-        run.config, run.run_dir, run.record, run.registration, run.clock.total_s(), in_flight
+        run.config,
+        run.run_dir,
+        run.record,
+        run.registration,
+        run.clock.total_s(),
+        in_flight,
+        run.memory,
     )
