@@ -1,6 +1,7 @@
 """Learner step: what trains and what stays frozen, K critic steps, skipped non-finite steps,
 every preset family, metric values, resume."""
 
+import io
 import math
 
 import pytest
@@ -371,6 +372,48 @@ def test_state_dict_resumes_to_identical_training():
             getattr(original, name).parameters(), getattr(resumed, name).parameters(), strict=True
         )
         assert all(torch.equal(a, b) for a, b in pairs)
+
+
+def test_state_dict_is_a_snapshot_that_later_steps_leave_alone():
+    config = load_config("sao", overrides=FAST_LR)
+    policy = moe_policy()
+    learner = Learner(policy, config)
+    learner.step(make_trajectories(policy, 3, seed=0))
+    state = learner.state_dict()
+    kept = {part: {k: v.clone() for k, v in state[part].items()} for part in ("policy", "critic")}
+    moments = [
+        v["exp_avg"].clone() for v in state["actor_optimizer"]["state"].values() if "exp_avg" in v
+    ]
+    learner.step(make_trajectories(policy, 3, seed=1))
+    for part, tensors in kept.items():
+        assert all(torch.equal(tensors[k], state[part][k]) for k in tensors)
+        assert any(
+            not torch.equal(state[part][k], p) for k, p in getattr(learner, part).named_parameters()
+        )
+    after = [v["exp_avg"] for v in state["actor_optimizer"]["state"].values() if "exp_avg" in v]
+    assert moments and all(torch.equal(a, b) for a, b in zip(moments, after, strict=True))
+    live = learner.actor_optimizer.state_dict()["state"]
+    assert any(
+        not torch.equal(m, v["exp_avg"]) for m, v in zip(moments, live.values(), strict=False)
+    )
+
+
+def test_a_live_state_dict_holds_the_learners_own_tensors_and_resumes_the_same():
+    config = load_config("sao", overrides=FAST_LR)
+    batches = [make_trajectories(moe_policy(), 3, seed=s) for s in (0, 1)]
+    original = Learner(moe_policy(seed=0), config)
+    original.step(batches[0])
+    live = original.state_dict(snapshot=False)
+    weight = original.policy.lm_head.weight
+    assert live["policy"]["lm_head.weight"].data_ptr() == weight.data_ptr()
+    moments = original.actor_optimizer.state[weight]["exp_avg"]
+    assert any(v.get("exp_avg") is moments for v in live["actor_optimizer"]["state"].values())
+    written = io.BytesIO()  # what it is for: written out before the next step
+    torch.save(live, written)
+    written.seek(0)
+    resumed = Learner(moe_policy(seed=5), config)
+    resumed.load_state_dict(torch.load(written, weights_only=False))
+    assert resumed.step(batches[1]) == original.step(batches[1])
 
 
 def test_state_dict_rejects_a_state_without_the_critic_this_learner_has():

@@ -75,9 +75,13 @@ def full_tensor(t: Tensor) -> Tensor:
     return t.full_tensor() if isinstance(t, DTensor) else t
 
 
-def full_state_dict(model: nn.Module) -> dict[str, Tensor]:
-    """A detached CPU copy of `model`'s whole weights; under FSDP2 every rank must call it."""
-    return {k: full_tensor(v.detach()).to("cpu", copy=True) for k, v in model.state_dict().items()}
+def full_state_dict(model: nn.Module, copy: bool = True) -> dict[str, Tensor]:
+    """`model`'s whole weights, detached, on the CPU; under FSDP2 every rank must call it.
+
+    A copy, or with `copy=False` the live tensors wherever they are whole on the CPU already
+    (for writing out before the next update changes them).
+    """
+    return {k: full_tensor(v.detach()).to("cpu", copy=copy) for k, v in model.state_dict().items()}
 
 
 def global_norm_value(norm: Tensor) -> float:

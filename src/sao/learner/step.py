@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import math
 from collections.abc import Callable, Hashable, Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -388,33 +389,36 @@ class Learner:
             return merged_state_dict(self.policy)
         return full_state_dict(self.policy)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, snapshot: bool = True) -> dict[str, Any]:
         """Everything needed to resume: weights, optimizers, baseline, version, skip counters.
 
         Whole even when the models are sharded (then every rank must call it), in the layout an
         unsharded learner writes, so a checkpoint resumes on any number of ranks.
 
-        A deep copy: a checkpoint is a snapshot, and live tensors (Adam's moments are updated in
-        place) would otherwise keep changing inside it as training goes on.
+        Args:
+            snapshot: a copy that later steps leave alone (the default). `False` gives the live
+                tensors wherever they are whole already (Adam's moments are updated in place):
+                for a checkpoint written before the next step, it saves holding a second copy
+                of every weight and optimizer state while the file is written.
         """
         critic, critic_optimizer = self.critic, self.critic_optimizer
         # With LoRA only the adapters (and the value head) train: the base is model.path's.
-        weights = adapter_state_dict if self.lora else full_state_dict
-        state = {
+        weights = adapter_state_dict if self.lora else partial(full_state_dict, copy=snapshot)
+        take = copy.deepcopy if snapshot else _as_is
+        return {
             "version": self.version,
             "skipped_steps": dict(self.skipped_steps),
             "policy": weights(self.policy),
-            "actor_optimizer": optimizer_state(self.policy, self.actor_optimizer),
+            "actor_optimizer": take(optimizer_state(self.policy, self.actor_optimizer)),
             "critic": weights(critic) if critic is not None else None,
             "critic_optimizer": (
-                optimizer_state(critic, critic_optimizer)
+                take(optimizer_state(critic, critic_optimizer))
                 if critic is not None and critic_optimizer is not None
                 else None
             ),
-            "baseline": self.baseline.state_dict() if self.baseline is not None else None,
+            "baseline": take(self.baseline.state_dict()) if self.baseline is not None else None,
             "lora": self.config.lora.model_dump() if self.lora else None,
         }
-        return copy.deepcopy(state)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore from `state_dict()`; the learner must be built with the same config.
@@ -488,3 +492,7 @@ def _require_fp32(model: nn.Module, what: str) -> None:
     if dtypes != {torch.float32}:
         names = sorted(str(d).removeprefix("torch.") for d in dtypes)
         raise ValueError(f"Learner: the {what} must be fp32 to train, got {names}")
+
+
+def _as_is(value: Any) -> Any:
+    return value

@@ -110,8 +110,8 @@ class LearnerRanks:
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
         return self._call("policy_state_dict")
 
-    def state_dict(self) -> dict[str, Any]:
-        return self._call("state_dict")
+    def state_dict(self, snapshot: bool = True) -> dict[str, Any]:
+        return self._call("state_dict", snapshot)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._call("load_state_dict", state)

@@ -160,8 +160,8 @@ class LearnerActor:
         """Send the current weights straight to the weight store actor."""
         ray.get(store.publish.remote(self.learner.policy_state_dict(), self.learner.version))
 
-    def state_dict(self) -> dict[str, Any]:
-        return self.learner.state_dict()
+    def state_dict(self, snapshot: bool = True) -> dict[str, Any]:
+        return self.learner.state_dict(snapshot)
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -200,8 +200,8 @@ class RemoteLearner:
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
         return ray.get(self.actor.policy_state_dict.remote())
 
-    def state_dict(self) -> dict[str, Any]:
-        return ray.get(self.actor.state_dict.remote())
+    def state_dict(self, snapshot: bool = True) -> dict[str, Any]:
+        return ray.get(self.actor.state_dict.remote(snapshot))
 
 
 PLACEMENT_TIMEOUT_S = 120.0

@@ -201,7 +201,11 @@ class LiveLearner:
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         path = self.checkpoint_dir / f"checkpoint_{seq:06d}.pt"
         tmp = path.with_suffix(".tmp")
-        state = {"learner": self.learner.state_dict(), "warmup_done": self.loop.warmup_done}
+        # Written before the next step, so the learner's own tensors, not a copy of them.
+        state = {
+            "learner": self.learner.state_dict(snapshot=False),
+            "warmup_done": self.loop.warmup_done,
+        }
         with tmp.open("wb") as handle:
             torch.save(state, handle)
             handle.flush()
