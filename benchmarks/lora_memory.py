@@ -8,7 +8,12 @@ reports the median step time, the peak RSS, and where the memory goes: the param
 (policy, critic, counted once where they share), the trainable ones, the optimizer states, the
 engine's copy, and the full-vocabulary logits of one forward pass (`micro_batch_tokens x vocab`
 floats, the largest activation of a small model with a large vocabulary; its log-softmax and
-their gradients hold several more of the same size). Ratios (`lora / full`) are printed last.
+their gradients hold several more of the same size). It also measures the peak of each phase
+on its own (`sao.plumbing.memory.PhasePeaks`): loading the model, building what trains, the
+warm-up step (which allocates the optimizer states), the timed steps, and taking the state a
+checkpoint writes (`Learner.state_dict`, as a snapshot and as the live tensors a run writes),
+with what stays resident after each, so the parts a step adds on top of what is held are
+measured rather than inferred. Ratios (`lora / full`) are printed last.
 
     python benchmarks/lora_memory.py --model checkpoints/smollm2 [--config examples/smollm2.yaml]
         [--batch 32] [--steps 2] [--rank 8] [--set key=value ...] [--json PATH]
@@ -19,7 +24,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -41,6 +45,7 @@ def measure(args: argparse.Namespace, mode: str) -> dict[str, float]:
     from sao.learner import Learner
     from sao.models.lora import models_to_train, plain_copy
     from sao.models.policy import load_policy
+    from sao.plumbing.memory import PhasePeaks, resident_gb
 
     sys.path.insert(0, str(Path(__file__).parent))
     from learner import synthetic_trajectories
@@ -49,22 +54,36 @@ def measure(args: argparse.Namespace, mode: str) -> dict[str, float]:
     rank = args.rank if mode == "lora" else 0
     overrides = [f"model.path={args.model}", f"model.lora.rank={rank}", *args.overrides]
     config = load_config("sao", args.config, overrides)
-    policy, tokenizer = load_policy(args.model)
+    memory, resident = PhasePeaks(), {}
+    with memory.phase("load"):
+        policy, tokenizer = load_policy(args.model)
+    resident["load"] = resident_gb()
     vocab = len(tokenizer)
-    policy, critic = models_to_train(policy, config.model.lora, config.critic.enabled)
-    # The engine holds a plain copy in both modes (built here, so the peak includes it).
-    engine_copy = copy.deepcopy(plain_copy(policy))
+    with memory.phase("build"):
+        policy, critic = models_to_train(policy, config.model.lora, config.critic.enabled)
+        # The engine holds a plain copy in both modes (built here, so the peak includes it).
+        engine_copy = copy.deepcopy(plain_copy(policy))
+        learner = Learner(policy, config, critic, pad_token_id=tokenizer.pad_token_id)
+    resident["build"] = resident_gb()
     engine_bytes = _bytes(engine_copy.parameters())
-    learner = Learner(policy, config, critic, pad_token_id=tokenizer.pad_token_id)
     batches = [
         synthetic_trajectories(policy, vocab, args.batch, seed=i) for i in range(args.steps + 1)
     ]
     times = []
     for i, batch in enumerate(batches):
-        started = time.perf_counter()
-        learner.step(batch)
-        if i:  # the first step is a warm-up
-            times.append(time.perf_counter() - started)
+        with memory.phase("steps" if i else "first_step"):  # the first step is a warm-up
+            started = time.perf_counter()
+            learner.step(batch)
+            if i:
+                times.append(time.perf_counter() - started)
+        resident["steps" if i else "first_step"] = resident_gb()
+    # What a checkpoint holds while it is written: the learner's own tensors, or a snapshot
+    # (in that order: memory a snapshot frees is not all handed back, and would count as live).
+    for name, snapshot in (("checkpoint_live", False), ("checkpoint_snapshot", True)):
+        with memory.phase(name):
+            state = learner.state_dict(snapshot=snapshot)
+            resident[name] = resident_gb()
+            del state
     held = {id(p): p for m in (policy, critic) if m is not None for p in m.parameters()}
     trainable = [p for p in held.values() if p.requires_grad]
     optimizers = [learner.actor_optimizer, learner.critic_optimizer]
@@ -80,7 +99,9 @@ def measure(args: argparse.Namespace, mode: str) -> dict[str, float]:
     return {
         "step_s": statistics.median(times),
         "learner_tokens_per_s": tokens / statistics.median(times),
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "peak_rss_gb": memory.peak_gb(),
+        **{f"peak_{name}_gb": gb for name, gb in memory.by_phase().items()},
+        **{f"resident_after_{name}_gb": gb for name, gb in resident.items() if gb is not None},
         "parameters_gb": _bytes(held.values()) / 2**30,
         "trainable_parameters": float(sum(p.numel() for p in trainable)),
         "gradients_gb": _bytes(trainable) / 2**30,
