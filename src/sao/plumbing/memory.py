@@ -13,7 +13,8 @@ Where the mark cannot be reset (not Linux, or `/proc` read-only), phases are not
 (`by_phase()` is empty) and `peak_gb()` is `ru_maxrss` as before.
 
 Threads share the mark: a phase of the main thread also counts what other threads (the local
-backend's rollout thread) held meanwhile.
+backend's rollout thread) held meanwhile. The resets are the process's: a tool outside it that
+reads its peak (`/usr/bin/time -v`, `getrusage`) sees only the peak since the last phase edge.
 """
 
 from __future__ import annotations
