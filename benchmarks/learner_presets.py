@@ -49,7 +49,7 @@ def read_trajectories(path: Path, count: int) -> list[Trajectory]:
             if line.strip():
                 out.append(Trajectory.from_dict(json.loads(line)))
     if len(out) < count:
-        sys.exit(f"learner_presets: {path} holds {len(out)} trajectories, --batch asks {count}")
+        sys.exit(f"{path}: holds {len(out)} trajectories, {count} are needed")
     return out
 
 

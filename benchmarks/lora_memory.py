@@ -3,30 +3,35 @@
 Each mode runs in a fresh process (so its peak resident memory is its own): it loads the model,
 builds the policy and critic a run would (`sao.models.lora.models_to_train`), the engine's plain
 copy, a `Learner` under the given config, and takes `--steps` learner steps on synthetic calc-like
-trajectories (the policy's own log-probs, so DIS keeps every token) after one warm-up step. It
+trajectories (the policy's own log-probs, so DIS keeps every token), or on a run's recorded ones
+(`--trajectories`, whose lengths are the model's own), after one warm-up step. It
 reports the median step time, the peak RSS, and where the memory goes: the parameters held
 (policy, critic, counted once where they share), the trainable ones, the optimizer states, the
 engine's copy, and the full-vocabulary logits of one forward pass (`micro_batch_tokens x vocab`
 floats, the largest activation of a small model with a large vocabulary; its log-softmax and
 their gradients hold several more of the same size). It also measures the peak of each phase
-on its own (`sao.plumbing.memory.PhasePeaks`): loading the model, building what trains, the
-warm-up step (which allocates the optimizer states), the timed steps, and taking the state a
-checkpoint writes (`Learner.state_dict`, as a snapshot and as the live tensors a run writes),
-with what stays resident after each, so the parts a step adds on top of what is held are
-measured rather than inferred. Ratios (`lora / full`) are printed last.
+on its own (`sao.plumbing.memory.PhasePeaks`): loading the model, building what trains (and the
+engine, with its copy), the warm-up step (which allocates the optimizer states), the timed
+steps, the rollout side as `sao train` runs it beside the learner (publishing the weights into
+the engine, a batch of `--batch` real episodes of the config's environment, and a learner step
+taken while another such batch runs in a thread), and taking the state a checkpoint writes
+(`Learner.state_dict`, as a snapshot and as the live tensors a run writes), with what stays
+resident after each, so the parts a step adds on top of what is held are measured rather than
+inferred. Ratios (`lora / full`) are printed last.
 
     python benchmarks/lora_memory.py --model checkpoints/smollm2 [--config examples/smollm2.yaml]
-        [--batch 32] [--steps 2] [--rank 8] [--set key=value ...] [--json PATH]
+        [--batch 32] [--steps 2] [--rank 8] [--trajectories RUN/trajectories.jsonl]
+        [--set key=value ...] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -37,18 +42,28 @@ def _bytes(tensors: object) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def _run_catching(loop: object, episodes: list, failures: list[BaseException]) -> None:
+    try:
+        loop.run(episodes)
+    except BaseException as err:  # re-raised in the measuring thread
+        failures.append(err)
+
+
 def measure(args: argparse.Namespace, mode: str) -> dict[str, float]:
     """One mode, in this process: build, step, and account for memory."""
     import torch
 
     from sao.config import load_config
+    from sao.envs.registry import make_task_source
     from sao.learner import Learner
     from sao.models.lora import models_to_train, plain_copy
     from sao.models.policy import load_policy
     from sao.plumbing.memory import PhasePeaks, resident_gb
+    from sao.rollout.setup import build_agent_loop
 
     sys.path.insert(0, str(Path(__file__).parent))
     from learner import synthetic_trajectories
+    from learner_presets import read_trajectories
 
     torch.manual_seed(0)
     rank = args.rank if mode == "lora" else 0
@@ -61,14 +76,22 @@ def measure(args: argparse.Namespace, mode: str) -> dict[str, float]:
     vocab = len(tokenizer)
     with memory.phase("build"):
         policy, critic = models_to_train(policy, config.model.lora, config.critic.enabled)
-        # The engine holds a plain copy in both modes (built here, so the peak includes it).
-        engine_copy = copy.deepcopy(plain_copy(policy))
+        # The engine holds its own plain copy in both modes (built here, so the peak has it).
+        plain = plain_copy(policy)
+        engine_bytes = _bytes(plain.parameters())
+        loop = build_agent_loop(config, plain, tokenizer, seed=0)
+        del plain
         learner = Learner(policy, config, critic, pad_token_id=tokenizer.pad_token_id)
     resident["build"] = resident_gb()
-    engine_bytes = _bytes(engine_copy.parameters())
-    batches = [
-        synthetic_trajectories(policy, vocab, args.batch, seed=i) for i in range(args.steps + 1)
-    ]
+    # Batches for the warm-up, the timed steps and the step beside sampling.
+    if args.trajectories:
+        recorded = read_trajectories(args.trajectories, (args.steps + 2) * args.batch)
+        batches = [recorded[i : i + args.batch] for i in range(0, len(recorded), args.batch)]
+    else:
+        batches = [
+            synthetic_trajectories(policy, vocab, args.batch, seed=i) for i in range(args.steps + 2)
+        ]
+    beside = batches.pop()
     times = []
     for i, batch in enumerate(batches):
         with memory.phase("steps" if i else "first_step"):  # the first step is a warm-up
@@ -77,6 +100,28 @@ def measure(args: argparse.Namespace, mode: str) -> dict[str, float]:
             if i:
                 times.append(time.perf_counter() - started)
         resident["steps" if i else "first_step"] = resident_gb()
+    # The rollout side as `sao train` runs it beside the learner: weights published into the
+    # engine, a batch of the environment's episodes, and a learner step taken while they run.
+    tasks = make_task_source(config.env.name, **config.env.task_options).train(args.batch, 0)
+    with memory.phase("publish"):
+        loop.engine.update_weights(learner.policy_state_dict(), learner.version)
+    resident["publish"] = resident_gb()
+    with memory.phase("sampling"):
+        loop.run([(f"alone-{i}", task, {}) for i, task in enumerate(tasks)])
+    resident["sampling"] = resident_gb()
+    with memory.phase("step_while_sampling"):
+        failures: list[BaseException] = []
+        sampler = threading.Thread(
+            target=_run_catching,
+            args=(loop, [(f"beside-{i}", task, {}) for i, task in enumerate(tasks)], failures),
+        )
+        sampler.start()
+        learner.step(beside)
+        sampler.join()
+        if failures:
+            raise failures[0]
+    resident["step_while_sampling"] = resident_gb()
+    loop.close()
     # What a checkpoint holds while it is written: the learner's own tensors, or a snapshot
     # (in that order: memory a snapshot frees is not all handed back, and would count as live).
     for name, snapshot in (("checkpoint_live", False), ("checkpoint_snapshot", True)):
@@ -119,6 +164,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=2, help="timed steps after one warm-up")
     parser.add_argument("--rank", type=int, default=8, help="the LoRA mode's model.lora.rank")
+    parser.add_argument(
+        "--trajectories",
+        type=Path,
+        help="a run's trajectories.jsonl (of --model's tokenizer): its batches in file order "
+        "instead of synthetic calc-like ones",
+    )
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--one", choices=MODES, help=argparse.SUPPRESS)
