@@ -100,7 +100,3 @@ class PhasePeaks:
         """Each phase's own peak (a nested phase's time taken out of its parent's); empty where
         the high-water mark cannot be reset."""
         return dict(self._peaks) if self._resettable else {}
-
-
-PROCESS = PhasePeaks()
-"""The one tracker of this process: the high-water mark it resets is the process's."""
