@@ -79,9 +79,25 @@ def full_state_dict(model: nn.Module, copy: bool = True) -> dict[str, Tensor]:
     """`model`'s whole weights, detached, on the CPU; under FSDP2 every rank must call it.
 
     A copy, or with `copy=False` the live tensors wherever they are whole on the CPU already
-    (for writing out before the next update changes them).
+    (for writing out before the next update changes them). Names that share one tensor (a tied
+    embedding and output layer) share one copy, as they share the original.
     """
-    return {k: full_tensor(v.detach()).to("cpu", copy=copy) for k, v in model.state_dict().items()}
+    copies: dict[tuple, Tensor] = {}
+    state: dict[str, Tensor] = {}
+    for name, tensor in model.state_dict().items():
+        whole = full_tensor(tensor.detach())
+        key = (
+            whole.untyped_storage().data_ptr(),
+            whole.storage_offset(),
+            whole.shape,
+            whole.stride(),
+            whole.dtype,
+            whole.device,
+        )
+        if key not in copies:
+            copies[key] = whole.to("cpu", copy=copy)
+        state[name] = copies[key]
+    return state
 
 
 def global_norm_value(norm: Tensor) -> float:
