@@ -85,7 +85,11 @@ def full_state_dict(model: nn.Module, copy: bool = True) -> dict[str, Tensor]:
     copies: dict[tuple, Tensor] = {}
     state: dict[str, Tensor] = {}
     for name, tensor in model.state_dict().items():
-        whole = full_tensor(tensor.detach())
+        if isinstance(tensor, DTensor):
+            # A gathered tensor is freed once copied, so its address says nothing of sharing.
+            state[name] = full_tensor(tensor.detach()).to("cpu", copy=copy)
+            continue
+        whole = tensor.detach()
         key = (
             whole.untyped_storage().data_ptr(),
             whole.storage_offset(),
