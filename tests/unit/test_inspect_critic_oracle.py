@@ -90,8 +90,27 @@ def test_openings_are_grouped_with_their_outcome_and_the_critics_later_values():
 def test_the_replay_gap_is_zero_when_endings_return_what_the_recording_did():
     endings = {(0, 0, 3): [1.0, 0.0], (1, 0, 5): [1.0, 1.0], (2, 1, 4): [0.0, 0.0]}
     recorded = {(0, 0, 3): 0.5, (1, 0, 5): 1.0, (2, 1, 4): 0.0}
-    gap = value_oracle.replay_gap(endings, recorded)
+    gap = value_oracle.replay_gap(endings, recorded, [4, 6, 5])
     assert gap["replay_gap"] == 0.0 and gap["replay_gap_95"] == [0.0, 0.0]
+
+
+def test_the_replay_gap_pools_tokens_so_a_future_that_decides_length_shows_no_gap():
+    # From the first action token, half the episodes answer at once and succeed (1 token,
+    # return 1), half run a second token and fail (return 0): V(s_0) = 0.5, V(s_1) = 0, and
+    # the endings estimate both exactly. Each long recording is probed at one of its 2 tokens,
+    # uniformly: one at token 0, one at token 1. Equal weight per trajectory would read
+    # (-0.5 - 0.5 + 0.5 + 0) / 4 = -0.125, a gap made by the recorded endings' lengths alone.
+    endings = {
+        (0, 0, 0): [1.0, 0.0],
+        (1, 0, 0): [0.0, 1.0],
+        (2, 0, 0): [1.0, 0.0],
+        (3, 2, 1): [0.0],
+    }
+    recorded = {(0, 0, 0): 1.0, (1, 0, 0): 1.0, (2, 0, 0): 0.0, (3, 2, 1): 0.0}
+    gap = value_oracle.replay_gap(endings, recorded, [1, 1, 2, 2])
+    assert gap["replay_gap"] == pytest.approx(0.0)
+    low, high = gap["replay_gap_95"]
+    assert low < 0 < high
 
 
 def test_endings_that_fail_where_the_recording_succeeded_fail_the_check_in_the_table():
@@ -99,7 +118,7 @@ def test_endings_that_fail_where_the_recording_succeeded_fail_the_check_in_the_t
 
     endings = {(i, 0, 2): [0.0, 1.0, 0.0, 0.0] for i in range(6)}
     recorded = {key: 1.0 for key in endings}
-    gap = value_oracle.replay_gap(endings, recorded)
+    gap = value_oracle.replay_gap(endings, recorded, [3, 5, 4, 4, 6, 2])
     assert gap["replay_gap"] == pytest.approx(-0.75)
     row = {
         "step": 60,

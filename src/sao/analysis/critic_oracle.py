@@ -149,23 +149,37 @@ def bootstrap_interval(
 
 
 def replay_gap(
-    endings: dict[tuple[int, int, int], list[float]], recorded: dict[tuple[int, int, int], float]
+    endings: dict[tuple[int, int, int], list[float]],
+    recorded: dict[tuple[int, int, int], float],
+    action_tokens: Sequence[int],
 ) -> dict[str, Any]:
     """The check that makes the ceiling a ceiling: endings sampled from a recorded trajectory's
     prefix must return, on average, what the recorded trajectory itself returned from the same
     token (it is one more ending of that prefix). `replay_gap` is the endings' mean minus the
-    recorded return, averaged over each trajectory's probes and then over trajectories, with a
-    95% interval over trajectories; one that excludes 0 means the endings are not drawn as the
-    recorded episodes were, and the ceiling computed from them is not a ceiling."""
+    recorded return, pooled over action tokens as the ceiling is: each trajectory's probes stand
+    for its `action_tokens[i]` tokens, with a 95% interval over trajectories; one that excludes 0
+    means the endings are not drawn as the recorded episodes were, and the ceiling computed from
+    them is not a ceiling.
+
+    Pooling over tokens is what makes the check exact: `E[G_t - V(s_t) | s_t] = 0` at every token,
+    so the sum over tokens has mean 0. Averaging each trajectory's probes with equal weight per
+    trajectory would weigh a token by one over its trajectory's length, which the recorded
+    ending decides: where failing endings run longer than succeeding ones, that favours the
+    recorded successes and shows a gap below 0 with nothing wrong in the endings."""
     per_trajectory: dict[int, list[float]] = {}
     for key, returns in endings.items():
         gap = sum(returns) / len(returns) - recorded[key]
         per_trajectory.setdefault(key[0], []).append(gap)
-    gaps = [sum(v) / len(v) for v in per_trajectory.values()]
-    if len(gaps) < 2:
+    if len(per_trajectory) < 2:
         return {"replay_gap": math.nan, "replay_gap_95": [math.nan, math.nan]}
-    mean = sum(gaps) / len(gaps)
-    half = 1.96 * math.sqrt(sample_variance(gaps) / len(gaps))
+    weights = [action_tokens[i] for i in per_trajectory]
+    sums = [w * sum(v) / len(v) for w, v in zip(weights, per_trajectory.values(), strict=True)]
+    total = sum(weights)
+    mean = sum(sums) / total
+    # A ratio of sums over trajectories: its variance from each trajectory's residual.
+    k = len(sums)
+    residuals = [s - mean * w for s, w in zip(sums, weights, strict=True)]
+    half = 1.96 * math.sqrt(k / (k - 1) * sum(r * r for r in residuals)) / total
     return {"replay_gap": mean, "replay_gap_95": [mean - half, mean + half]}
 
 
@@ -373,7 +387,7 @@ def measure(
     recorded_at = {
         key: float(monte_carlo_returns(recorded[key[0]], gamma)[key[2]]) for key in grouped
     }
-    result |= replay_gap(grouped, recorded_at)
+    result |= replay_gap(grouped, recorded_at, [len(r) for r in token_returns])
     if critic is not None:
         result |= critic_report(critic, recorded, gamma, pad, tokenizer.convert_ids_to_tokens)
     # A check on the replay: endings drawn from the policy's own prefixes succeed, on average,
