@@ -9,7 +9,10 @@ the learner measures it; beside them, the explained variance the run logged over
 `--window` learner steps up to that checkpoint (each step's on its own batch, before that step's
 critic updates). The last column is the oracle's own check (`replay_gap`): endings of a recorded
 prefix should return what the recorded trajectory did from there; where its interval excludes 0
-the table says that the ceiling at that step is not one.
+the table says that the ceiling at that step cannot be trusted. The interval is a normal one over
+trajectories: when the recordings happen to hold none of a rare outcome (on calc at 0.9 success, a
+tool call that fails), it is too narrow, and a lucky draw of recordings fails the check with
+nothing wrong in the endings (docs/notebook/2026-12-07-critic-replay-check.md).
 
     sao inspect critic-ceiling run runs/calc_sao --trajectories 128
 """
@@ -104,8 +107,10 @@ def table(rows: list[dict[str, Any]], window: int) -> str:
     if failed:
         lines.append(
             f"\nReplay check failed at step {', '.join(failed)}: endings of the recorded "
-            "prefixes did not return what the recorded trajectories did, so the ceiling there "
-            "is not a ceiling."
+            "prefixes did not return what the recorded trajectories did. Either the endings are "
+            "not drawn as episodes are, or the recordings are an unusual draw (the same one at "
+            "every invocation, since they are seeded; more --trajectories tells which); the "
+            "ceiling there cannot be trusted."
         )
     return "\n".join(lines)
 
