@@ -162,7 +162,7 @@ def replay_gap(
     unusual draw (the interval cannot see a rare outcome they happen to lack), and either way the
     ceiling computed from them cannot be trusted.
 
-    Pooling over tokens is what makes the check exact: `E[G_t - V(s_t) | s_t] = 0` at every token,
+    Pooling over tokens is what centres the check on 0: `E[G_t - V(s_t) | s_t] = 0` at every token,
     so the sum over tokens has mean 0. Averaging each trajectory's probes with equal weight per
     trajectory would weigh a token by one over its trajectory's length, which the recorded
     ending decides: where failing endings run longer than succeeding ones, that favours the
