@@ -91,7 +91,30 @@ def test_the_replay_gap_is_zero_when_endings_return_what_the_recording_did():
     endings = {(0, 0, 3): [1.0, 0.0], (1, 0, 5): [1.0, 1.0], (2, 1, 4): [0.0, 0.0]}
     recorded = {(0, 0, 3): 0.5, (1, 0, 5): 1.0, (2, 1, 4): 0.0}
     gap = value_oracle.replay_gap(endings, recorded, [4, 6, 5])
-    assert gap["replay_gap"] == 0.0 and gap["replay_gap_95"] == [0.0, 0.0]
+    assert gap["replay_gap"] == 0.0
+    low, high = gap["replay_gap_95"]
+    # Only the first recording's prefix had an open outcome: its endings' spread, 0.5 for the
+    # recording and 0.5 / 2 for their mean, weighed by its 4 tokens over the 15.
+    assert high == pytest.approx(-low) == pytest.approx(1.96 * math.sqrt(16 * 0.75) / 15)
+
+
+def test_recordings_that_lack_an_outcome_the_endings_see_do_not_fail_the_check():
+    # 20 recordings all succeeded where one ending in eight fails: a draw that happens one time
+    # in 14. The gaps are all -0.125, so their measured spread is 0, and an interval from it
+    # alone would exclude 0; the spread the endings imply for a recording does not.
+    endings = {(i, 0, 2): [1.0] * 7 + [0.0] for i in range(20)}
+    recorded = {key: 1.0 for key in endings}
+    gap = value_oracle.replay_gap(endings, recorded, [4] * 20)
+    assert gap["replay_gap"] == pytest.approx(-0.125)
+    low, high = gap["replay_gap_95"]
+    half = 1.96 * math.sqrt((0.125 + 0.125 / 8) / 20)
+    assert (low, high) == (pytest.approx(-0.125 - half), pytest.approx(-0.125 + half))
+    assert low < 0 < high
+
+
+def test_the_null_variance_bounds_a_shared_ending_by_the_probes_mean_spread():
+    assert value_oracle.null_variance([(0.25, 4), (0.0, 4)]) == pytest.approx(0.125 + 0.25 / 16)
+    assert value_oracle.null_variance([(0.0, 8)]) == 0.0
 
 
 def test_the_replay_gap_pools_tokens_so_a_future_that_decides_length_shows_no_gap():
@@ -130,7 +153,8 @@ def test_endings_that_fail_where_the_recording_succeeded_fail_the_check_in_the_t
         **gap,
     }
     lines = table([row], window=5).splitlines()
-    assert lines[2].endswith("| -0.750 (-0.750 to -0.750) |")
+    # Each trajectory's endings spread 0.25: half-width 1.96 * sqrt(106 * 0.3125) / 24 = 0.470.
+    assert lines[2].endswith("| -0.750 (-1.220 to -0.280) |")
     assert lines[-1].startswith("Replay check failed at step 60:")
     assert "Replay check" not in table([{**row, "replay_gap_95": [-0.1, 0.1]}], window=5)
 

@@ -158,19 +158,28 @@ def replay_gap(
     token (it is one more ending of that prefix). `replay_gap` is the endings' mean minus the
     recorded return, pooled over action tokens as the ceiling is: each trajectory's probes stand
     for its `action_tokens[i]` tokens, with a 95% interval over trajectories; one that excludes 0
-    means the endings are not drawn as the recorded episodes were, or the recordings are an
-    unusual draw (the interval cannot see a rare outcome they happen to lack), and either way the
-    ceiling computed from them cannot be trusted.
+    means the endings are not drawn as the recorded episodes were, and the ceiling computed from
+    them cannot be trusted.
 
     Pooling over tokens is what centres the check on 0: `E[G_t - V(s_t) | s_t] = 0` at every token,
     so the sum over tokens has mean 0. Averaging each trajectory's probes with equal weight per
     trajectory would weigh a token by one over its trajectory's length, which the recorded
     ending decides: where failing endings run longer than succeeding ones, that favours the
-    recorded successes and shows a gap below 0 with nothing wrong in the endings."""
+    recorded successes and shows a gap below 0 with nothing wrong in the endings.
+
+    The interval is the wider of two: the spread of the trajectories' gaps as measured, and the
+    spread the gaps would have if the recordings were drawn as the endings are (`null_variance`).
+    The first alone is blind to an outcome the recordings happen to lack: recordings that all
+    succeeded, where one ending in ten fails, give gaps of the endings' noise only and an
+    interval that excludes 0 on a draw that is merely lucky. The endings, many per recording,
+    see that outcome."""
     per_trajectory: dict[int, list[float]] = {}
+    spreads: dict[int, list[tuple[float, int]]] = {}
     for key, returns in endings.items():
         gap = sum(returns) / len(returns) - recorded[key]
         per_trajectory.setdefault(key[0], []).append(gap)
+        spread = sample_variance(returns) if len(returns) > 1 else 0.0
+        spreads.setdefault(key[0], []).append((spread, len(returns)))
     if len(per_trajectory) < 2:
         return {"replay_gap": math.nan, "replay_gap_95": [math.nan, math.nan]}
     weights = [action_tokens[i] for i in per_trajectory]
@@ -180,8 +189,22 @@ def replay_gap(
     # A ratio of sums over trajectories: its variance from each trajectory's residual.
     k = len(sums)
     residuals = [s - mean * w for s, w in zip(sums, weights, strict=True)]
-    half = 1.96 * math.sqrt(k / (k - 1) * sum(r * r for r in residuals)) / total
+    measured = k / (k - 1) * sum(r * r for r in residuals)
+    expected = sum(action_tokens[i] ** 2 * null_variance(spreads[i]) for i in per_trajectory)
+    half = 1.96 * math.sqrt(max(measured, expected)) / total
     return {"replay_gap": mean, "replay_gap_95": [mean - half, mean + half]}
+
+
+def null_variance(probes: Sequence[tuple[float, int]]) -> float:
+    """The variance of one trajectory's gap (its probes' mean of endings' mean minus recorded
+    return) if the recording is one more ending at each probe, from each probe's endings'
+    sample variance `s2` and count `m`: the recorded returns at one trajectory's probes share an
+    ending, so their mean's variance is bounded by the probes' mean `s2`; the endings' means are
+    independent, `s2 / m` each."""
+    n = len(probes)
+    recorded = sum(s2 for s2, _ in probes) / n
+    endings = sum(s2 / m for s2, m in probes) / (n * n)
+    return recorded + endings
 
 
 def tool_errors_per_call(trajectories: Sequence[Trajectory]) -> float:
