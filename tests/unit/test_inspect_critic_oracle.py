@@ -112,8 +112,40 @@ def test_recordings_that_lack_an_outcome_the_endings_see_do_not_fail_the_check()
     assert low < 0 < high
 
 
-def test_the_null_variance_bounds_a_shared_ending_by_the_probes_mean_spread():
-    assert value_oracle.null_variance([(0.25, 4), (0.0, 4)]) == pytest.approx(0.125 + 0.25 / 16)
+def _null_draw(rng: random.Random, success: float) -> tuple[dict, dict, list[int]]:
+    """64 recordings whose endings are drawn as they were: each succeeds (return 1, 10 action
+    tokens) or fails (return 0, 20 tokens: a failure runs on), its outcome decided at a random
+    one of its first 10 tokens; 4 tokens probed with 8 endings each."""
+    endings, recorded, tokens = {}, {}, []
+    for i in range(64):
+        outcome = 1.0 if rng.random() < success else 0.0
+        length, decided = (10 if outcome else 20), rng.randrange(10)
+        tokens.append(length)
+        for quarter, cut in enumerate(sorted(rng.sample(range(length), 4))):
+            key = (i, quarter, cut)
+            if cut >= decided:
+                endings[key] = [outcome] * 8
+            else:
+                endings[key] = [float(rng.random() < success) for _ in range(8)]
+            recorded[key] = outcome
+    return endings, recorded, tokens
+
+
+@pytest.mark.parametrize("success", [0.9, 0.97])
+def test_the_replay_check_passes_about_95_in_100_null_draws_with_rare_failures(success):
+    # The gaps' measured spread alone covered 0 in 88% (at 0.9) and 67% (at 0.97) of these draws.
+    rng = random.Random(5)
+    covered = 0
+    for _ in range(300):
+        low, high = value_oracle.replay_gap(*_null_draw(rng, success))["replay_gap_95"]
+        covered += low <= 0 <= high
+    assert covered / 300 >= 0.93
+
+
+def test_the_null_variance_bounds_a_shared_ending_by_the_probes_mean_deviation():
+    # One probe before the outcome was decided (s2 0.25), one after (s2 0): the recording's mean
+    # deviates by at most (0.5 + 0) / 2, and the first probe's 4 endings add 0.25 / 4 / 2**2.
+    assert value_oracle.null_variance([(0.25, 4), (0.0, 4)]) == pytest.approx(0.0625 + 0.25 / 16)
     assert value_oracle.null_variance([(0.0, 8)]) == 0.0
 
 

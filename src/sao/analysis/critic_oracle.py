@@ -198,11 +198,13 @@ def replay_gap(
 def null_variance(probes: Sequence[tuple[float, int]]) -> float:
     """The variance of one trajectory's gap (its probes' mean of endings' mean minus recorded
     return) if the recording is one more ending at each probe, from each probe's endings'
-    sample variance `s2` and count `m`: the recorded returns at one trajectory's probes share an
-    ending, so their mean's variance is bounded by the probes' mean `s2`; the endings' means are
-    independent, `s2 / m` each."""
+    sample variance `s2` and count `m`. The recorded returns at one trajectory's probes share an
+    ending, so the standard deviation of their mean is at most the mean of theirs, `sqrt(s2)`
+    each; the endings' means are independent, `s2 / m` each. (Bounding by the mean of `s2`
+    instead would count a probe after the outcome was decided, `s2 = 0`, as if it diluted an
+    independent draw, and widen the check past 95%: the unit tests simulate such episodes.)"""
     n = len(probes)
-    recorded = sum(s2 for s2, _ in probes) / n
+    recorded = (sum(math.sqrt(s2) for s2, _ in probes) / n) ** 2
     endings = sum(s2 / m for s2, m in probes) / (n * n)
     return recorded + endings
 

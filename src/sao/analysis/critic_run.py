@@ -9,10 +9,10 @@ the learner measures it; beside them, the explained variance the run logged over
 `--window` learner steps up to that checkpoint (each step's on its own batch, before that step's
 critic updates). The last column is the oracle's own check (`replay_gap`): endings of a recorded
 prefix should return what the recorded trajectory did from there; where its interval excludes 0
-the table says that the ceiling at that step cannot be trusted. The interval is a normal one over
-trajectories: when the recordings happen to hold none of a rare outcome (on calc at 0.9 success, a
-tool call that fails), it is too narrow, and a lucky draw of recordings fails the check with
-nothing wrong in the endings (docs/notebook/2026-12-07-critic-replay-check.md).
+the table says that the ceiling at that step cannot be trusted. Its interval is the wider of
+the gaps' measured spread over trajectories and the spread the endings imply for a recording, so
+recordings that happen to hold none of a rare outcome (on calc at 0.9 success, a tool call that
+fails) do not fail it by luck alone (docs/notebook/2026-12-07-critic-replay-check.md).
 
     sao inspect critic-ceiling run runs/calc_sao --trajectories 128
 """
