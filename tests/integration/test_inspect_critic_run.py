@@ -57,3 +57,32 @@ def test_the_logged_figure_is_the_mean_of_the_window_up_to_the_checkpoint():
     assert _window_mean(logged, 4, 3) == (0.2 + 0.6) / 2  # a NaN step does not count
     assert _window_mean(logged, 2, 1) == 0.2
     assert _window_mean(logged, 0, 5) != _window_mean(logged, 0, 5)  # none: NaN
+
+
+def test_seed_redraws_the_trajectories_and_defaults_to_the_runs(tmp_path, monkeypatch):
+    from sao.analysis import critic_run
+
+    (tmp_path / "config.yaml").write_text("preset: sao\ntrain:\n  seed: 3\n")
+    (tmp_path / "metrics.jsonl").write_text("")
+    (tmp_path / "checkpoints" / "step_40").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "step_40" / "learner.pt").write_bytes(b"")
+    seeds = []
+
+    def measure(config, *args):
+        seeds.append(config.train.seed)
+        nan = float("nan")
+        return {
+            "critic_ev": nan,
+            "ev_oracle": nan,
+            "ev_oracle_95": [nan, nan],
+            "reward_mean": 1.0,
+            "trajectories": 8,
+            "replay_gap": 0.0,
+            "replay_gap_95": [-0.1, 0.1],
+            "tool_errors_per_call": nan,
+        }
+
+    monkeypatch.setattr(critic_run, "measure", measure)
+    assert main(["inspect", "critic-ceiling", "run", str(tmp_path)]) == 0
+    assert main(["inspect", "critic-ceiling", "run", str(tmp_path), "--seed", "7"]) == 0
+    assert seeds == [3, 7]

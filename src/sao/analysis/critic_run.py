@@ -15,6 +15,9 @@ recordings that happen to hold none of a rare outcome (on calc at 0.9 success, a
 fails) do not fail it by luck alone (docs/notebook/2026-12-07-critic-replay-check.md).
 
     sao inspect critic-ceiling run runs/calc_sao --trajectories 128
+
+The trajectories are seeded by the run's `train.seed`, so every invocation draws the same ones,
+and a lucky draw stays lucky; `--seed S` draws others.
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--window", type=int, default=5, help="learner steps of the logged figure (default 5)"
     )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="seeds the sampled trajectories and their endings (default: the run's train.seed)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run)
     try:
-        config = load_run_config(run_dir, [])
+        seed = [] if args.seed is None else [f"train.seed={args.seed}"]
+        config = load_run_config(run_dir, seed)
     except (ConfigError, OSError) as err:
         raise InspectError(str(err).splitlines()[0]) from None
     if config.model.lora.rank:
@@ -109,8 +118,8 @@ def table(rows: list[dict[str, Any]], window: int) -> str:
             f"\nReplay check failed at step {', '.join(failed)}: endings of the recorded "
             "prefixes did not return what the recorded trajectories did. Either the endings are "
             "not drawn as episodes are, or the recordings are an unusual draw (the same one at "
-            "every invocation, since they are seeded; more --trajectories tells which); the "
-            "ceiling there cannot be trusted."
+            "every invocation, since they are seeded; another --seed or more --trajectories "
+            "tells which); the ceiling there cannot be trusted."
         )
     return "\n".join(lines)
 
