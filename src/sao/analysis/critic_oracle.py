@@ -158,8 +158,9 @@ def replay_gap(
     token (it is one more ending of that prefix). `replay_gap` is the endings' mean minus the
     recorded return, pooled over action tokens as the ceiling is: each trajectory's probes stand
     for its `action_tokens[i]` tokens, with a 95% interval over trajectories; one that excludes 0
-    means the endings are not drawn as the recorded episodes were, and the ceiling computed from
-    them cannot be trusted.
+    means the endings are not drawn as the recorded episodes were, or (one draw in twenty) that
+    the recordings are an unusual draw, and either way the ceiling computed from them cannot be
+    trusted.
 
     Pooling over tokens is what centres the check on 0: `E[G_t - V(s_t) | s_t] = 0` at every token,
     so the sum over tokens has mean 0. Averaging each trajectory's probes with equal weight per

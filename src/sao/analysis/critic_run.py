@@ -12,7 +12,8 @@ prefix should return what the recorded trajectory did from there; where its inte
 the table says that the ceiling at that step cannot be trusted. Its interval is the wider of
 the gaps' measured spread over trajectories and the spread the endings imply for a recording, so
 recordings that happen to hold none of a rare outcome (on calc at 0.9 success, a tool call that
-fails) do not fail it by luck alone (docs/notebook/2026-12-07-critic-replay-check.md).
+fails) fail it by luck no more often than a 95% interval should
+(docs/notebook/2026-12-07-critic-replay-check.md).
 
     sao inspect critic-ceiling run runs/calc_sao --trajectories 128
 
