@@ -16,6 +16,12 @@ import pytest
 
 # Another CPU may round a kernel differently; a change of behaviour moves far more than this.
 REL, ABS = 1e-5, 1e-7
+# A share of tokens past a threshold (a clip range, DIS's window) counts tokens, and a token
+# that sits on the threshold flips with a kernel's last bit: on an AVX2 machine one critic token
+# of sao+options' 116-136 crossed the value clip that it had not crossed where the pins were
+# recorded (losses and weights within REL). One token is under 0.01 of these tests' batches.
+COUNTED = ("clipfrac", "dis_masked_", "dis_would_mask_")
+COUNT_ABS = 0.01
 
 
 def assert_close(actual: Any, pinned: Any, where: str) -> None:
@@ -31,6 +37,8 @@ def assert_close(actual: Any, pinned: Any, where: str) -> None:
             assert_close(a, p, f"{where}[{i}]")
     elif isinstance(pinned, float) and math.isnan(pinned):
         assert isinstance(actual, float) and math.isnan(actual), f"{where}: {actual} != nan"
+    elif isinstance(pinned, float) and any(c in where.rsplit(".", 1)[-1] for c in COUNTED):
+        assert actual == pytest.approx(pinned, abs=COUNT_ABS), f"{where}: {actual} != {pinned}"
     elif isinstance(pinned, float):
         assert actual == pytest.approx(pinned, rel=REL, abs=ABS), f"{where}: {actual} != {pinned}"
     else:
