@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir = Path(args.run)
     try:
-        seed = [] if args.seed is None else [f"train.seed={args.seed}"]
-        config = load_run_config(run_dir, seed)
+        overrides = [] if args.seed is None else [f"train.seed={args.seed}"]
+        config = load_run_config(run_dir, overrides)
     except (ConfigError, OSError) as err:
         raise InspectError(str(err).splitlines()[0]) from None
     if config.model.lora.rank:
