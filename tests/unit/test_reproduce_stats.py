@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from sao.reproduce.report import comparison_spread, judge_sides, seeds_needed_text
+from sao.reproduce.render import seeds_needed_text
+from sao.reproduce.report import comparison_spread, judge_sides
 from sao.reproduce.stats import (
     INCONCLUSIVE,
     NOT_REPRODUCED,

@@ -159,7 +159,8 @@ def run_reproduce_command(
                 runs, BUDGETS[budget], run_fn, warm_start_fn, progress=progress, workers=workers
             )
     # Imported here so that matplotlib loads only when a report is written.
-    from sao.reproduce.report import build_report, seeds_needed_text, write_report
+    from sao.reproduce.render import seeds_needed_text, write_report
+    from sao.reproduce.report import build_report
     from sao.reproduce.study_data import collect_study_data, write_study_data
 
     # The report is judged from the per-seed data written beside it, as a refresh judges it.

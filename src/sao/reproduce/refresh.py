@@ -11,7 +11,7 @@ rewritten from the same rows, with the account of its runs its data keeps (`prov
 `--plots` also redraws the plots (`plots/claim_<id>.png`, and `plots/<study>/claim_<id>.png`
 for a study's page). A `provenance` text in `report.json` is kept and printed under the
 report's opening tables. A report holding several studies of one claim must mark exactly one
-of them current (`report.current_answers`); one that does not is refused in one line, and
+of them current (`render.current_answers`); one that does not is refused in one line, and
 nothing is rewritten.
 """
 
@@ -24,18 +24,15 @@ from typing import Any
 
 from sao.plumbing.durable import atomic_write_text
 from sao.reproduce.claims import CLAIMS
-from sao.reproduce.report import (
-    DATA_ABSENT,
+from sao.reproduce.render import (
     OWN_STUDY,
-    ROW_MARKS,
     current_answers,
     draw_plots,
-    rejudge,
     render_markdown,
     seeds_needed_text,
-    study_data_of,
     write_text_report,
 )
+from sao.reproduce.report import DATA_ABSENT, ROW_MARKS, rejudge, study_data_of
 from sao.reproduce.stats import POWER_METHOD, RULE
 from sao.reproduce.study_data import DataAbsent
 
